@@ -32,7 +32,8 @@ past a bound of the plan named by the field as written (not ``tp=0`` / ``head_di
 a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
 following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
 a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
-character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal.
+character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
+a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1263,6 +1264,18 @@ def robust11_cases() -> list[Case]:
                       ("tune", ["--tune", "\u00fc.sh", "--dry-run", "--max-work", "300"])):
         out.append(Case(f"r11:stream:ascii-stdout:{tag}", "stream", {"\u00fc.sh": BASH}, argv, expect_rc=0,
                         env={"PYTHONIOENCODING": "ascii"}))
+    # arithmetic over a value of the run (a command's output, $RANDOM) read it as 0: `N=$(nproc); TP=$((N / 4 + 1))`
+    # projected TP 1 without a word; $RANDOM itself was "has no value (an unset variable ...)"
+    for tag, line, words in (("cmdsub-arith", b"N=$(nproc)\nTP_SIZE=$((N / 4 + 1))", ("--tensor-model-parallel-size=",
+                                                                                       "a command's output")),
+                             ("random-arith", b"TP_SIZE=$((RANDOM % 2 + 1))", ("--tensor-model-parallel-size=", "$RANDOM")),
+                             ("random", b"TP_SIZE=$RANDOM", ("reads $RANDOM, a different value on each run",)),
+                             ("pid", b"TP_SIZE=$$", ("reads $$",))):
+        out.append(Case(f"r11:bash:{tag}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=words))
+    out.append(Case("r11:bash:random-port", "value",  # a value of the run no Megatron number reads: projected as before
+                    {"r.sh": BASH.replace(b"MASTER_PORT=${MASTER_PORT:-6000}", b"MASTER_PORT=$((RANDOM % 1000 + 6000))")},
+                    ["--project", "r.sh"] + TAIL))
     i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,

@@ -24,6 +24,8 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - An ASCII stdout (``PYTHONIOENCODING=ascii``) and a recipe named ``\u00fc.sh``: "internal error: UnicodeEncodeError", exit 70.
 - A tune on a cluster where no layout is legal (3 GPUs for a model of 32 heads and layers, batch 128) gave the recipe's own
   error only, as if the tune had not tried the cluster's layouts.
+- bash arithmetic over a value of the run (``N=$(nproc); TP=$((N / 4 + 1))``, ``$((RANDOM % 2 + 1))``) read it as 0 and
+  projected TP 1 without a word; ``TP=$RANDOM`` was refused as 'an unset variable'.
 """
 
 from __future__ import annotations
@@ -214,3 +216,21 @@ def test_tune_on_a_cluster_no_layout_fits_says_it_tried(tmp_path):
     _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--nodes", "1",
                                                         "--gpus-per-node", "3"],
                              "must divide world size 3", "no layout the tune starts from is legal there either")
+
+
+@pytest.mark.parametrize("line, words", [
+    ("N=$(nproc)\nTP_SIZE=$((N / 4 + 1))", ("--tensor-model-parallel-size=", "a command's output")),
+    ("TP_SIZE=$((RANDOM % 2 + 1))", ("$RANDOM",)),
+    ("TP_SIZE=$RANDOM", ("--tensor-model-parallel-size='$RANDOM'", "a different value on each run")),
+])
+def test_bash_arithmetic_over_a_value_of_the_run_is_refused(tmp_path, line, words):
+    """bash evaluates ``$((N / 4 + 1))`` with N a command's output (nproc: a number of the machine it runs on) and
+    ``$RANDOM`` (a new number per read, bash(1) "Shell Variables"); the reader read both as 0 and projected TP 1."""
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH.replace("TP_SIZE=2\n", line + "\n", 1)},
+                             ["--project", "r.sh", *DRY], *words)
+
+
+def test_random_port_still_projects(tmp_path):
+    (tmp_path / "r.sh").write_text(BASH.replace("MASTER_PORT=${MASTER_PORT:-6000}", "MASTER_PORT=$((RANDOM % 1000 + 6000))"))
+    rc, out, err, _ = run_cli(["--project", "r.sh", *DRY], tmp_path)
+    assert rc == 0 and '"iteration_time_s"' in out, err[-300:]

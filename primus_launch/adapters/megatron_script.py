@@ -19,7 +19,7 @@ from typing import Any, Optional
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.launcher_counts import COUNT_WORDS, is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
+from primus_launch.adapters.megatron_bash import (PC, VARYING, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
@@ -265,9 +265,14 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                 continue
             v = o.vals[0]
             if v.opaque and s.kind in ("int", "float"):
+                varying = re.search(r"\$\{?(" + "|".join(sorted(VARYING - {"$"})) + r")\b|\$\$", v.text)
+                if varying:  # bash sets it to a value of the run: no one number to project
+                    raise PlanError(s.flag, v.text, f"reads {varying.group()}, a different value on each run (bash "
+                                                    "sets it); set it to a literal or a variable")
                 if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
                     raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
-                                                    "a ?: or a negative power); set it to a literal or a variable")
+                                                    "a ?: or a negative power, or a variable holding a command's output "
+                                                    "or $RANDOM); set it to a literal or a variable")
                 if v.text.startswith("${") and "$(" not in v.text:  # ${X/a/b}, ${X@Q}: not evaluated here
                     raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
                                                     "literal or a variable")
