@@ -904,6 +904,17 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
             return 2
+    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
+                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("project", "--project"),
+                          ("tune", "--tune")):
+        v = getattr(a, dest)
+        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
+        # named "~" in the working folder (one that exists is taken as written)
+        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
+            print(clip_words(f"primus-launch: error: {spelled}={v!r}: '~' was not expanded (bash leaves it after "
+                             f"{spelled}= and in quotes); write the path in full or with $HOME "
+                             f"({os.path.expanduser(v)!r})"), file=sys.stderr)
+            return 2
     for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
         if not any(x.strip() for x in item.split(",")):
             print(f"primus-launch: error: --allow={item!r}: empty; give knob families, comma-separated (fp8, "

@@ -33,7 +33,8 @@ a power cap below any board's minimum (``--power-limit-w 0.7``), blank output pa
 following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
 a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
 character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
-a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1).
+a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1), a path starting with
+an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~").
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1238,6 +1239,12 @@ def robust11_cases() -> list[Case]:
         more = ["--out", "t.sh"] if flag == "--log" else []
         out.append(Case(f"r11:blank:tune{flag}", "output", {"r.sh": BASH}, ["--tune", "r.sh", *TAIL, *more, flag, " "],
                         expect_refusal=True, expect_words=(f"{flag}=' '", "blank")))
+    # `--report=~/r.html`: bash expands no tilde after `--flag=` (nor in quotes): a folder named "~" was made here
+    for flag, v in (("--report", "~/r.html"), ("--trace", "~/t.json"), ("--gpu-file", "~/g.toml")):
+        out.append(Case(f"r11:tilde:{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, f"{flag}={v}"],
+                        expect_refusal=True, expect_words=(f"{flag}={v!r}", "'~' was not expanded")))
+    out.append(Case("r11:tilde:tune--out", "output", {"r.sh": BASH}, ["--tune", "r.sh", *TAIL, "--out=~/t.sh"],
+                    expect_refusal=True, expect_words=("--out='~/t.sh'", "'~' was not expanded")))
     for mode, name, data in (("--project", "r.yaml", YAML), ("--project", "r.toml", TOML), ("--tune", "r.yaml", YAML),
                              ("--project", "w.primus.toml", WRAPPER)):
         files = {name: data, "r.sh": BASH}

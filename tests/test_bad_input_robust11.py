@@ -26,6 +26,7 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
   error only, as if the tune had not tried the cluster's layouts.
 - bash arithmetic over a value of the run (``N=$(nproc); TP=$((N / 4 + 1))``, ``$((RANDOM % 2 + 1))``) read it as 0 and
   projected TP 1 without a word; ``TP=$RANDOM`` was refused as 'an unset variable'.
+- ``--report=~/r.html`` (bash expands no tilde after ``--flag=``) wrote ./~/r.html, a folder named "~" made.
 """
 
 from __future__ import annotations
@@ -234,3 +235,13 @@ def test_random_port_still_projects(tmp_path):
     (tmp_path / "r.sh").write_text(BASH.replace("MASTER_PORT=${MASTER_PORT:-6000}", "MASTER_PORT=$((RANDOM % 1000 + 6000))"))
     rc, out, err, _ = run_cli(["--project", "r.sh", *DRY], tmp_path)
     assert rc == 0 and '"iteration_time_s"' in out, err[-300:]
+
+
+@pytest.mark.parametrize("argv", [["--project", "r.sh", *DRY, "--report=~/r.html"],
+                                  ["--tune", "r.sh", *DRY, "--out=~/t.sh"], ["--project=~/r.sh", "--dry-run"]])
+def test_an_unexpanded_tilde_is_refused(tmp_path, argv):
+    """bash expands ``~`` in a word only at its start or after an assignment's ``=`` (``echo --report=~/x`` prints
+    ``--report=~/x``): the run made (or looked in) a folder named "~" in the working folder."""
+    flag, _, value = next(x for x in argv if "~" in x).partition("=")
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, argv, f"{flag}={value!r}", "'~' was not expanded")
+    assert not (tmp_path / "~").exists()
