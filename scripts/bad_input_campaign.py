@@ -34,7 +34,8 @@ following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option
 a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
 character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
 a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1), a path starting with
-an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~").
+an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~"), ``--yaml-cfg`` in a command (Megatron-LM then ignores
+its other flags: they were projected).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1283,6 +1284,15 @@ def robust11_cases() -> list[Case]:
     out.append(Case("r11:bash:random-port", "value",  # a value of the run no Megatron number reads: projected as before
                     {"r.sh": BASH.replace(b"MASTER_PORT=${MASTER_PORT:-6000}", b"MASTER_PORT=$((RANDOM % 1000 + 6000))")},
                     ["--project", "r.sh"] + TAIL))
+    # --yaml-cfg: Megatron-LM loads the file and ignores the command's other flags (arguments.py parse_args: load_yaml);
+    # a script's flags were projected without a word, and the YAML recipe's own documented launch line was refused as
+    # "--num-layers=None: required"
+    out.append(Case("r11:yaml-cfg:script", "value", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --yaml-cfg c.yaml\n", 1),
+                                                     "c.yaml": YAML}, ["--project", "r.sh"] + TAIL, expect_refusal=True,
+                    expect_words=("--yaml-cfg='c.yaml'", "--project c.yaml")))
+    out.append(Case("r11:yaml-cfg:command", "argv", {"c.yaml": YAML},
+                    ["--project", *TAIL, "--", "torchrun", "--nproc-per-node", "8", "pretrain_gpt.py", "--yaml-cfg", "c.yaml"],
+                    expect_refusal=True, expect_words=("--yaml-cfg='c.yaml'", "ignores the command's other flags")))
     i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,

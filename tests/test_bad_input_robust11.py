@@ -27,6 +27,8 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - bash arithmetic over a value of the run (``N=$(nproc); TP=$((N / 4 + 1))``, ``$((RANDOM % 2 + 1))``) read it as 0 and
   projected TP 1 without a word; ``TP=$RANDOM`` was refused as 'an unset variable'.
 - ``--report=~/r.html`` (bash expands no tilde after ``--flag=``) wrote ./~/r.html, a folder named "~" made.
+- ``--yaml-cfg c.yaml`` in a launch script: Megatron-LM trains with the file and ignores the other flags, which were
+  projected without a word; the YAML recipe's own launch line (``pretrain_gpt.py --yaml-cfg X``) was "--num-layers=None".
 """
 
 from __future__ import annotations
@@ -245,3 +247,14 @@ def test_an_unexpanded_tilde_is_refused(tmp_path, argv):
     flag, _, value = next(x for x in argv if "~" in x).partition("=")
     _refused_writing_nothing(tmp_path, {"r.sh": BASH}, argv, f"{flag}={value!r}", "'~' was not expanded")
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("argv, files", [
+    (["--project", "r.sh", *DRY], {"r.sh": BASH.replace("    --bf16\n", "    --bf16 --yaml-cfg c.yaml\n", 1), "c.yaml": YAML}),
+    (["--project", *DRY, "--", "torchrun", "--nproc-per-node", "8", "pretrain_gpt.py", "--yaml-cfg", "c.yaml"],
+     {"c.yaml": YAML}),
+])
+def test_yaml_cfg_in_a_command_points_at_the_file(tmp_path, argv, files):
+    """Megatron-LM parse_args: ``if args.yaml_cfg is not None: args = load_yaml(args.yaml_cfg)`` ("argparse arguments
+    will be ignored", megatron/training/yaml_arguments.py): the command's flags are not the run's."""
+    _refused_writing_nothing(tmp_path, files, argv, "--yaml-cfg='c.yaml'", "--project c.yaml")

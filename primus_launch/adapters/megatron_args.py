@@ -712,6 +712,12 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
+    cfg = a.get("yaml_cfg")
+    if isinstance(cfg, str) and cfg:  # the documented launch of a Megatron YAML recipe: its flags are not the run's
+        raise PlanError("--yaml-cfg", cfg, "Megatron-LM then trains with that file's arguments and ignores the "
+                        "command's other flags (megatron/training/arguments.py parse_args: load_yaml, 'argparse "
+                        f"arguments will be ignored'); project the file itself: --project {cfg} (its cluster with "
+                        "--nodes / --gpus-per-node)")
     rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
                       | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
     if all(a.get(d) is None for d in SHAPE_DESTS):
