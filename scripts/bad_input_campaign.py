@@ -35,7 +35,7 @@ a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (
 character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
 a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1), a path starting with
 an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~"), ``--yaml-cfg`` in a command (Megatron-LM then ignores
-its other flags: they were projected).
+its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under a script default (read without a word).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1293,6 +1293,13 @@ def robust11_cases() -> list[Case]:
     out.append(Case("r11:yaml-cfg:command", "argv", {"c.yaml": YAML},
                     ["--project", *TAIL, "--", "torchrun", "--nproc-per-node", "8", "pretrain_gpt.py", "--yaml-cfg", "c.yaml"],
                     expect_refusal=True, expect_words=("--yaml-cfg='c.yaml'", "ignores the command's other flags")))
+    # an #SBATCH count sbatch refuses, with the script's own default taking over (NUM_NODES=${SLURM_NNODES:-1}): silent
+    slurm = BASH.replace(b"NUM_NODES=1", b"NUM_NODES=${SLURM_NNODES:-1}")
+    for v in (b"0", b"abc", b"2-1", b"99999999999"):
+        out.append(Case(f"r11:sbatch:--nodes={v.decode()}", "value",
+                        {"r.sbatch": slurm.replace(b"#!/bin/bash\n", b"#!/bin/bash\n#SBATCH --nodes=" + v + b"\n", 1)},
+                        ["--project", "r.sbatch"] + TAIL,
+                        expect_words=(f"'#SBATCH --nodes={v.decode()}' is not a count sbatch takes",)))
     i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,

@@ -29,6 +29,7 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - ``--report=~/r.html`` (bash expands no tilde after ``--flag=``) wrote ./~/r.html, a folder named "~" made.
 - ``--yaml-cfg c.yaml`` in a launch script: Megatron-LM trains with the file and ignores the other flags, which were
   projected without a word; the YAML recipe's own launch line (``pretrain_gpt.py --yaml-cfg X``) was "--num-layers=None".
+- ``#SBATCH --nodes=0`` (or a word, or 2-1) under the script's ``${SLURM_NNODES:-1}``: read as 1 node without a word.
 """
 
 from __future__ import annotations
@@ -258,3 +259,14 @@ def test_yaml_cfg_in_a_command_points_at_the_file(tmp_path, argv, files):
     """Megatron-LM parse_args: ``if args.yaml_cfg is not None: args = load_yaml(args.yaml_cfg)`` ("argparse arguments
     will be ignored", megatron/training/yaml_arguments.py): the command's flags are not the run's."""
     _refused_writing_nothing(tmp_path, files, argv, "--yaml-cfg='c.yaml'", "--project c.yaml")
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "2-1"])
+def test_an_sbatch_count_sbatch_refuses_is_noted(tmp_path, value):
+    """``#SBATCH --nodes=0`` (Slurm: no count of 0, a word or MIN > MAX, src/common/proc_args.c verify_node_count) with
+    the script's ``${SLURM_NNODES:-1}`` default: projected on 1 node without a word."""
+    text = BASH.replace("NUM_NODES=1", "NUM_NODES=${SLURM_NNODES:-1}").replace(
+        "#!/bin/bash\n", f"#!/bin/bash\n#SBATCH --nodes={value}\n", 1)
+    (tmp_path / "r.sbatch").write_text(text)
+    rc, out, err, _ = run_cli(["--project", "r.sbatch", *DRY], tmp_path)
+    assert rc == 0 and f"'#SBATCH --nodes={value}' is not a count sbatch takes" in err, err[-400:]
