@@ -30,6 +30,7 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - ``--yaml-cfg c.yaml`` in a launch script: Megatron-LM trains with the file and ignores the other flags, which were
   projected without a word; the YAML recipe's own launch line (``pretrain_gpt.py --yaml-cfg X``) was "--num-layers=None".
 - ``#SBATCH --nodes=0`` (or a word, or 2-1) under the script's ``${SLURM_NNODES:-1}``: read as 1 node without a word.
+- ``--tune --allow fp8`` on an A100 (no FP8 tensor cores): "numerics: allowed fp8", where no plan could take it.
 """
 
 from __future__ import annotations
@@ -270,3 +271,13 @@ def test_an_sbatch_count_sbatch_refuses_is_noted(tmp_path, value):
     (tmp_path / "r.sbatch").write_text(text)
     rc, out, err, _ = run_cli(["--project", "r.sbatch", *DRY], tmp_path)
     assert rc == 0 and f"'#SBATCH --nodes={value}' is not a count sbatch takes" in err, err[-400:]
+
+
+def test_allow_fp8_on_a_gpu_without_fp8_says_so(tmp_path):
+    """An A100 has no FP8 tensor cores (its datasheet peak_flops_fp8 is its BF16 peak): ``--allow fp8`` searched
+    nothing there, and the answer said "numerics: allowed fp8"."""
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, out, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--max-work", "300", "--gpu",
+                               "a100-sxm-80gb", "--allow", "fp8"], tmp_path)
+    assert rc == 0, err[-300:]
+    assert "fp8 (none on a100-sxm-80gb: no FP8 tensor cores)" in " ".join(out.split()), out[-800:]
