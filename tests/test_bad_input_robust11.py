@@ -281,3 +281,17 @@ def test_allow_fp8_on_a_gpu_without_fp8_says_so(tmp_path):
                                "a100-sxm-80gb", "--allow", "fp8"], tmp_path)
     assert rc == 0, err[-300:]
     assert "fp8 (none on a100-sxm-80gb: no FP8 tensor cores)" in " ".join(out.split()), out[-800:]
+
+
+def test_launch_of_a_tuned_script_keeps_its_positional_words(tmp_path, monkeypatch):
+    """``--tune x.sh --launch -- A B``: the tune read x.sh with $1 $2 = A B; the tuned script runs with them too (they
+    were dropped: ``bash x.tuned.sh``)."""
+    import primus_launch.launch.launcher as launcher
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(launcher, "run_command", lambda argv: ran.append(list(argv)) or 0)
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, _, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--max-work", "300", "--out", "t.sh", "--launch", "--force",
+                             "--", "/ckpt", "/tb"], tmp_path)
+    assert rc == 0, err[-300:]
+    assert ran == [["bash", "t.sh", "/ckpt", "/tb"]]
