@@ -47,6 +47,10 @@ class _Parser(argparse.ArgumentParser):
         if hits:  # allow_abbrev=False: `--gpus 64` is no --gpus-per-node 64 (it reads as the whole cluster's GPUs)
             message = (f"{u.group(1)}: not an option of primus-launch (options are not abbreviated); write the whole "
                        f"option: {', '.join(sorted(hits))}")
+        w = re.match(r"unrecognized arguments: (-\S+)", message)
+        if w and not hits and os.path.lexists(w.group(1)):  # `--project -x.sh`: the file's name read as an option
+            message = (f"{w.group(1)!r}: read as an option (it starts with '-'); for the file of that name write "
+                       f"./{w.group(1)}")
         print(clip_words(f"primus-launch: error: {' '.join(message.split())}"), file=sys.stderr)
         raise SystemExit(2)
 
@@ -237,11 +241,26 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
     if a.explain and a.json:
         return ("--explain: not with --json (the JSON object holds every figure and note; --explain is the text "
                 "answer with every table)")
+    if a.emit and a.json:  # the launch line after the object: stdout was no longer one JSON document
+        return (f"--emit={a.emit}: not with --json (stdout holds exactly one JSON object, the resolved plan among it); "
+                "give --emit without --json")
     if a.explain and a.tune is not None:
         return ("--explain: only with --project (a tune prints its search and top plans; project the tuned recipe "
                 "with --explain)")
     if a.force and not a.launch:
         return "--force: only with --launch (it launches a plan that does not fit)"
+    recipe = a.project if a.project is not None else a.tune
+    if command and recipe not in (None, _FROM_COMMAND) and not _takes_script_args(recipe):
+        words = shlex.join(command)
+        if a.tune is not None:  # the tuned recipe is a new file: a command after -- would run the original
+            return (f"-- {words}: after --tune RECIPE the words after -- are a launch script's positional parameters "
+                    f"($1 $2 ...), and {recipe} is not a launch script (.sh, .bash, .slurm, .sbatch); drop them, or "
+                    "tune the training command itself (--tune -- CMD)")
+        if not (a.launch or a.emit):
+            return (f"-- {words}: after --project RECIPE the words after -- are a launch script's positional "
+                    f"parameters ($1 $2 ...), and {recipe} is not a launch script (.sh, .bash, .slurm, .sbatch): "
+                    "nothing would read them (only --launch runs, and --emit prints, a command given there); drop "
+                    "them, or project the command itself (--project -- CMD)")
     if a.measure_device is not None and a.dry_run:
         return (f"--measure-device={a.measure_device}: not with --dry-run (the dry run simulates the target GPU and "
                 "measures nothing)")
@@ -280,6 +299,13 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     plan = _load_recipe(a, recipe, command)
     _note_environment(a, recipe, command, plan)
     if getattr(a, "power_limit_w", None) is not None:
+        from primus_launch.plan import PlanError
+        from primus_launch.projection.hardware.gpus import power_capped
+
+        try:  # the cap against the GPU's rated power, named as given (the plan names it cluster.power_limit_w)
+            power_capped(plan.cluster.gpu, a.power_limit_w)
+        except PlanError as e:
+            raise PlanError("--power-limit-w", e.value, e.allowed) from None
         plan = plan.with_changes(cluster={"power_limit_w": a.power_limit_w})  # validated, as every plan
     specs = getattr(a, "gpu_file_specs", None) or {}
     if plan.cluster.gpu in specs and plan.source is not None:  # the answer says whose figures it used
@@ -316,6 +342,15 @@ def _refuse_environment_launch(a: argparse.Namespace) -> None:
         raise UserError(f"--launch: {said} in this environment would change the run the answer checked (the script "
                         f"reads {'it' if len(effects) == 1 else 'them'}); unset {'it' if len(effects) == 1 else 'them'}"
                         ", or write the value in the script and project that")
+
+
+def _takes_script_args(recipe: str) -> bool:
+    """Whether the words after ``--`` are ``recipe``'s positional parameters ($1 $2 ...): a launch script's
+    (the suffixes that pick a script reader); after any other RECIPE file they can only be the command
+    ``--launch`` runs or ``--emit`` prints."""
+    from primus_launch.adapters import SCRIPT_SUFFIXES
+
+    return recipe != _FROM_COMMAND and Path(recipe).suffix.lower() in SCRIPT_SUFFIXES
 
 
 def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
@@ -410,14 +445,16 @@ def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Op
         print(" ".join(emit.env_words(env) + [emit.shell_join(emit.torchrun_command(plan, program))]))
 
 
-def _launch_recipe(plan: Plan) -> int:
+def _launch_recipe(plan: Plan, script_args: Sequence[str] = ()) -> int:
+    """``bash SCRIPT $1 $2 ...``: the launch script the plan was read from, with the positional parameters
+    it was read with (the words after ``--``), as projected."""
     from primus_launch.launch.launcher import run_command
 
     path = Path(plan.source.path) if plan.source and plan.source.path else None
     if path is None or path.suffix not in (".sh", ".bash"):
         raise UserError("--launch with a recipe file needs a launch script (.sh); "
                         "for other recipes give the training command after --")
-    return run_command(["bash", str(path)])
+    return run_command(["bash", str(path), *script_args])
 
 
 def _print_reader_lines(result: ProjectionResult, plan: Plan) -> None:
@@ -468,8 +505,10 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     for path, what in ((a.report, "report"), (a.trace, "trace")):  # as a tune says what it wrote; on stderr: not
         if path:                                                     # the answer's screen, nor in its JSON
             print(f"primus-launch: {what} written to {_shown(path)} ({_human(_size(path))})", file=sys.stderr)
+    # after a launch script, the words after -- are its $1 $2 ... (read so above): not a command to run or print
+    script_args = command if _takes_script_args(a.project) else []
     if a.emit:
-        _emit(a, plan, command)
+        _emit(a, plan, [] if script_args else command)
     if a.launch:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
@@ -478,7 +517,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         sys.stdout.flush()
         if command and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command[0]):  # TP=4 bash x.sh: as the shell runs it
             command = ["env", *command]
-        return run_command(command) if command else _launch_recipe(plan)
+        return run_command(command) if command and not script_args else _launch_recipe(plan, script_args)
     return 0
 
 
@@ -543,8 +582,12 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
             if res.no_reference else
             f"the recipe's own plan needs {held / gib:.1f} GiB per GPU of "
             f"{mem.capacity_bytes / gib:.1f} GiB")
+    # a margin the user asked for is part of the constraint: said, with its share of the capacity, and a way out
+    margin = (f" less --memory-margin={a.memory_margin:g} ({a.memory_margin * mem.capacity_bytes / gib:.1f} GiB kept "
+              "free)" if a.memory_margin else "")
     raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
-                    f"{need}, and none searched fits ({what}); give more GPUs "
+                    f"{need}{margin}, and none searched fits ({what}); give "
+                    + ("a smaller --memory-margin, " if a.memory_margin else "") + "more GPUs "
                     "(--nodes / --gpus-per-node), a GPU with more memory (--gpu)"
                     + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
 
@@ -571,8 +614,10 @@ def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Opti
         from primus_launch.tuner.rebase import legal_seed
 
         seed = legal_seed(own, flags)
-        if seed is None:
-            raise e from None
+        if seed is None:  # said: the tune tried the cluster's layouts, not only the recipe's own
+            raise PlanError(e.field, e.value, f"{e.allowed}; and no layout the tune starts from is legal there either "
+                            "(TP within a node, PP dividing the layers, CP = EP = 1, the recipe's model and global batch "
+                            "kept): give a GPU count the global batch and the model divide into") from None
         c = seed.cluster
         why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
         print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
@@ -746,7 +791,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         sys.stdout.flush()
         if tuned_cmd:
             return run_command(tuned_cmd)
-        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}))
+        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}),
+                              command if _takes_script_args(a.tune) else ())
     return 0
 
 
@@ -852,10 +898,22 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                           ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
                           ("gpu", "--gpu")):
         v = getattr(a, dest)
-        if v is not None and not (v.strip() if dest in ("llm", "gpu") else v):  # `--out ""`: not the default path
-            print(f"primus-launch: error: {spelled}={v!r}: empty; give "
+        # `--out ""`: not the default path; `--report " "` (a quoted variable holding a blank): not a file named " "
+        if v is not None and not v.strip():
+            print(f"primus-launch: error: {spelled}={v!r}: {'empty' if not v else 'blank'}; give "
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
+            return 2
+    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
+                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("project", "--project"),
+                          ("tune", "--tune")):
+        v = getattr(a, dest)
+        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
+        # named "~" in the working folder (one that exists is taken as written)
+        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
+            print(clip_words(f"primus-launch: error: {spelled}={v!r}: '~' was not expanded (bash leaves it after "
+                             f"{spelled}= and in quotes); write the path in full or with $HOME "
+                             f"({os.path.expanduser(v)!r})"), file=sys.stderr)
             return 2
     for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
         if not any(x.strip() for x in item.split(",")):

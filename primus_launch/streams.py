@@ -127,7 +127,12 @@ class Answer:
 
     def write(self, s: str) -> int:
         try:
-            self._stream.write(shown(s) if isinstance(s, str) else s)
+            text = shown(s) if isinstance(s, str) else s
+            try:
+                self._stream.write(text)
+            except UnicodeEncodeError:  # a stdout that cannot take a character of the recipe's (PYTHONIOENCODING=ascii,
+                enc = getattr(self._stream, "encoding", None) or "ascii"  # a C locale): its escape, as stderr writes it
+                self._stream.write(text.encode(enc, "backslashreplace").decode(enc))
             return len(s)
         except BrokenPipeError:
             raise

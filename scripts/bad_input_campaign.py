@@ -27,7 +27,15 @@ abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-
 false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
 COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` / ``(( X *= 2 ))`` / ``let`` values, TorchTitan booleans given a value
 (tyro's flag pairs) and fields cut short, ``torchrun --standalone`` on several nodes, outputs named through a link into /proc (``/dev/stdout``) or a dangling
-link, and primus-launch's own options abbreviated.
+link, and primus-launch's own options abbreviated; the robust11 classes (``--only r11:``): a Megatron or TorchTitan value
+past a bound of the plan named by the field as written (not ``tp=0`` / ``head_dim=0`` / ``training.recompute.num_layers``),
+a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
+following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
+a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
+character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
+a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1), a path starting with
+an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~"), ``--yaml-cfg`` in a command (Megatron-LM then ignores
+its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under a script default (read without a word).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -79,6 +87,7 @@ class Case:
     expect_words: tuple[str, ...] = ()  # words the one error line must hold (the field and the value it names)
     typed: bytes = b""              # "tty" cases: what is typed on the terminal once the command runs
     expect_out: bytes = b""         # "tty" / "nohup" cases: what the command must have printed
+    env: dict[str, str] = field(default_factory=dict)  # "stream" cases: variables the command starts with
 
 
 @dataclass
@@ -754,6 +763,7 @@ def _run_stream(case: Case, d: Path, timeout: float) -> tuple[Optional[int], flo
     """``primus-launch ARGV REDIRECT`` under bash (``typed`` holds the redirection: ``2>&-``, ``>/dev/full``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(case.env)
     import shlex
 
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "primus_launch", *case.argv]) + " " + case.typed.decode()
@@ -1177,6 +1187,135 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
     return out
 
 
+# ------------------------------------------------------------------- robust11: names, caps, blanks, words after --
+def robust11_cases() -> list[Case]:
+    """The robust11 classes (``--only r11:``): a bound of the plan's own type broken by a Megatron value (``--kv-channels
+    0``, YAML ``tensor_model_parallel_size: 0``, Bridge ``virtual_pipeline_model_parallel_size: 0``) or a TorchTitan one
+    past the plan's bound (``selective_ac_option``, ``seq_len``): the line names the field as written, not the plan's
+    (``head_dim=0``, ``tp=0``, ``vpp=0``, ``training.recompute.num_layers``); a power cap below any board's minimum
+    (``--power-limit-w 0.7``: 1e-300 W projected 5e300 s), by flag or ``--gpu-file``; blank output paths (``--report ' '``
+    wrote a file named ' '); words after ``--`` following a YAML / TOML recipe (dropped without a word) and ``--json
+    --emit`` (two documents on stdout); a recipe file named like an option (``--project -x.sh``); a tune with no fit
+    under a ``--memory-margin`` (the line names the margin); a script that runs several different training commands (a
+    loop over settings: the last was projected without a word; now a note names the flags that differ)."""
+    out: list[Case] = []
+    bridge = BRIDGE.decode()
+    for tag, name, data, words in (
+            ("bash:kv-channels=0", "r.sh", BASH.replace(b"--kv-channels 128", b"--kv-channels 0"), "--kv-channels=0"),
+            ("bash:ep=0", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --expert-model-parallel-size 0\n"),
+             "--expert-model-parallel-size=0"),
+            ("bash:vstages=0", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-virtual-stages-per-pipeline-rank 0\n"),
+             "--num-virtual-stages-per-pipeline-rank=0"),
+            ("yaml:tp=0", "r.yaml", YAML.replace(b"  tensor_model_parallel_size: 2", b"  tensor_model_parallel_size: 0"),
+             "--tensor-model-parallel-size=0"),
+            ("yaml:cp=-3", "r.yaml", YAML.replace(b"  context_parallel_size: 1", b"  context_parallel_size: -3"),
+             "--context-parallel-size=-3"),
+            ("primus:ep=0", "r.yaml", PRIMUS.replace(b"expert_model_parallel_size: 1", b"expert_model_parallel_size: 0"),
+             "--expert-model-parallel-size=0"),
+            ("bridge:vpp=0", "b.yaml", bridge.replace("virtual_pipeline_model_parallel_size: 2",
+                                                       "virtual_pipeline_model_parallel_size: 0").encode(),
+             "--num-virtual-stages-per-pipeline-rank=0"),
+            ("toml:selective_ac_option", "r.toml", TOML.replace(b'selective_ac_option = "op"',
+                                                                 b'selective_ac_option = "99999999999"'),
+             "activation_checkpoint.selective_ac_option=99999999999"),
+            ("toml:seq_len", "r.toml", TOML.replace(b"seq_len = 8192", b"seq_len = 99999999999"),
+             "training.seq_len=99999999999"),
+            ("toml:expert_parallel_degree", "r.toml", _read("torchtitan/deepseek_v3_671b.toml").replace(
+                b"expert_parallel_degree = 64", b"expert_parallel_degree = 3"), "parallelism.expert_parallel_degree=3")):
+        out.append(Case(f"r11:named:{tag}", "value", {name: data}, ["--project", name] + TAIL, expect_refusal=True,
+                        expect_words=(words,)))
+    for w in ("0.7", "1e-300", "139"):
+        out.append(Case(f"r11:power-cap:{w}", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--power-limit-w", w],
+                        expect_refusal=True, expect_words=("--power-limit-w=", "at least 140 W")))
+    out.append(Case("r11:power-cap:tune", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--power-limit-w", "3"], expect_refusal=True,
+                    expect_words=("--power-limit-w=3.0",)))
+    out.append(Case("r11:power-cap:gpu-file", "value", {"r.sh": BASH, "g.toml": GPU_TOML + b"tdp_watts = 700\npower_limit_w = 5\n"},
+                    ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                    expect_words=("gpu.mygpu.power_limit_w=5.0", "at least 140 W")))
+    for flag, v in (("--report", " "), ("--trace", "\t"), ("--gpu-file", "  "), ("--primus-root", " ")):
+        out.append(Case(f"r11:blank:{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, flag, v],
+                        expect_refusal=True, expect_words=(f"{flag}={v!r}", "blank")))
+    for flag in ("--out", "--log"):
+        more = ["--out", "t.sh"] if flag == "--log" else []
+        out.append(Case(f"r11:blank:tune{flag}", "output", {"r.sh": BASH}, ["--tune", "r.sh", *TAIL, *more, flag, " "],
+                        expect_refusal=True, expect_words=(f"{flag}=' '", "blank")))
+    # `--report=~/r.html`: bash expands no tilde after `--flag=` (nor in quotes): a folder named "~" was made here
+    for flag, v in (("--report", "~/r.html"), ("--trace", "~/t.json"), ("--gpu-file", "~/g.toml")):
+        out.append(Case(f"r11:tilde:{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, f"{flag}={v}"],
+                        expect_refusal=True, expect_words=(f"{flag}={v!r}", "'~' was not expanded")))
+    out.append(Case("r11:tilde:tune--out", "output", {"r.sh": BASH}, ["--tune", "r.sh", *TAIL, "--out=~/t.sh"],
+                    expect_refusal=True, expect_words=("--out='~/t.sh'", "'~' was not expanded")))
+    for mode, name, data in (("--project", "r.yaml", YAML), ("--project", "r.toml", TOML), ("--tune", "r.yaml", YAML),
+                             ("--project", "w.primus.toml", WRAPPER)):
+        files = {name: data, "r.sh": BASH}
+        out.append(Case(f"r11:words-after:{mode}:{name}", "argv", files, [mode, name, *TAIL, "--", "torchrun", "x.py"],
+                        expect_refusal=True, expect_words=("-- torchrun x.py", "not a launch script")))
+    out.append(Case("r11:words-after:script", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--", "/ckpt", "/tb"]))
+    out.append(Case("r11:json-emit", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--emit", "torchrun"],
+                    expect_refusal=True, expect_words=("--emit=torchrun", "--json")))
+    out.append(Case("r11:dash-named-recipe", "argv", {"-x.sh": BASH}, ["--project", "-x.sh", "--dry-run"],
+                    expect_refusal=True, expect_words=("write ./-x.sh",)))
+    # a key given twice: Megatron-Bridge's yaml.safe_load keeps the last (noted, as for Megatron-LM / Primus YAMLs); a
+    # --gpu-file YAML field twice is refused, as TOML's parser refuses it
+    twice = BRIDGE.replace(b"\n  num_layers: 48\n", b"\n  num_layers: 48\n  num_layers: 24\n", 1)
+    out.append(Case("r11:twice:bridge", "structure", {"b.yaml": twice}, ["--project", "b.yaml"] + TAIL,
+                    expect_words=("num_layers: given twice", "the last is read")))
+    out.append(Case("r11:twice:gpu-yaml", "structure",
+                    {"r.sh": BASH, "g.yaml": GPU_YAML.replace(b"    hbm_bw:", b"    hbm_bytes: 1\n    hbm_bw:")},
+                    ["--project", "r.sh", "--gpu-file", "g.yaml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                    expect_words=("--gpu-file='g.yaml'", "hbm_bytes: given twice")))
+    # a stdout that cannot encode a character of the recipe's (PYTHONIOENCODING=ascii; a C locale without UTF-8 mode):
+    # the answer printing the recipe's name was "internal error: UnicodeEncodeError", exit 70
+    for tag, argv in (("project", ["--project", "\u00fc.sh", "--dry-run"]),
+                      ("explain", ["--project", "\u00fc.sh", "--dry-run", "--explain"]),
+                      ("tune", ["--tune", "\u00fc.sh", "--dry-run", "--max-work", "300"])):
+        out.append(Case(f"r11:stream:ascii-stdout:{tag}", "stream", {"\u00fc.sh": BASH}, argv, expect_rc=0,
+                        env={"PYTHONIOENCODING": "ascii"}))
+    # arithmetic over a value of the run (a command's output, $RANDOM) read it as 0: `N=$(nproc); TP=$((N / 4 + 1))`
+    # projected TP 1 without a word; $RANDOM itself was "has no value (an unset variable ...)"
+    for tag, line, words in (("cmdsub-arith", b"N=$(nproc)\nTP_SIZE=$((N / 4 + 1))", ("--tensor-model-parallel-size=",
+                                                                                       "a command's output")),
+                             ("random-arith", b"TP_SIZE=$((RANDOM % 2 + 1))", ("--tensor-model-parallel-size=", "$RANDOM")),
+                             ("random", b"TP_SIZE=$RANDOM", ("reads $RANDOM, a different value on each run",)),
+                             ("pid", b"TP_SIZE=$$", ("reads $$",))):
+        out.append(Case(f"r11:bash:{tag}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=words))
+    out.append(Case("r11:bash:random-port", "value",  # a value of the run no Megatron number reads: projected as before
+                    {"r.sh": BASH.replace(b"MASTER_PORT=${MASTER_PORT:-6000}", b"MASTER_PORT=$((RANDOM % 1000 + 6000))")},
+                    ["--project", "r.sh"] + TAIL))
+    # --yaml-cfg: Megatron-LM loads the file and ignores the command's other flags (arguments.py parse_args: load_yaml);
+    # a script's flags were projected without a word, and the YAML recipe's own documented launch line was refused as
+    # "--num-layers=None: required"
+    out.append(Case("r11:yaml-cfg:script", "value", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --yaml-cfg c.yaml\n", 1),
+                                                     "c.yaml": YAML}, ["--project", "r.sh"] + TAIL, expect_refusal=True,
+                    expect_words=("--yaml-cfg='c.yaml'", "--project c.yaml")))
+    out.append(Case("r11:yaml-cfg:command", "argv", {"c.yaml": YAML},
+                    ["--project", *TAIL, "--", "torchrun", "--nproc-per-node", "8", "pretrain_gpt.py", "--yaml-cfg", "c.yaml"],
+                    expect_refusal=True, expect_words=("--yaml-cfg='c.yaml'", "ignores the command's other flags")))
+    # an #SBATCH count sbatch refuses, with the script's own default taking over (NUM_NODES=${SLURM_NNODES:-1}): silent
+    slurm = BASH.replace(b"NUM_NODES=1", b"NUM_NODES=${SLURM_NNODES:-1}")
+    for v in (b"0", b"abc", b"2-1", b"99999999999"):
+        out.append(Case(f"r11:sbatch:--nodes={v.decode()}", "value",
+                        {"r.sbatch": slurm.replace(b"#!/bin/bash\n", b"#!/bin/bash\n#SBATCH --nodes=" + v + b"\n", 1)},
+                        ["--project", "r.sbatch"] + TAIL,
+                        expect_words=(f"'#SBATCH --nodes={v.decode()}' is not a count sbatch takes",)))
+    i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
+    sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
+    out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,
+                    expect_words=("3 training commands", "--global-batch-size 256 (of 64, 128, 256)")))
+    # a tune on a cluster no layout fits (3 GPUs: TP 3 splits no 32 heads, PP 3 no 32 layers, DP 3 no batch of 128):
+    # the recipe's own error alone read as if only its layout had been tried
+    out.append(Case("r11:tune-no-layout", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--nodes", "1", "--gpus-per-node", "3"], expect_refusal=True,
+                    expect_words=("must divide world size 3", "no layout the tune starts from is legal there either")))
+    out.append(Case("r11:tune-no-fit-margin", "value", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--max-work", "300", "--memory-margin", "0.99",
+                     "--report", "t.html"], expect_refusal=True,
+                    expect_words=("no plan fits", "--memory-margin=0.99", "a smaller --memory-margin")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1206,6 +1345,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += terminal_cases()
     cases += robust9_cases()
     cases += robust10_cases(rng, quick)
+    cases += robust11_cases()
     return cases
 
 

@@ -359,7 +359,7 @@ def test_missing_file_and_moe_rules(tmp_path):
     with pytest.raises(PlanError, match="parallelism.expert_tensor_parallel_degree=4"):
         plan_from_text(moe.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 2\n"
                                    "expert_parallel_degree = 2\nexpert_tensor_parallel_degree = 4"))
-    with pytest.raises(PlanError, match="parallel.ep=8"):  # ep must divide dp_shard*cp = 4 when etp = tp
+    with pytest.raises(PlanError, match="parallelism.expert_parallel_degree=8"):  # ep must divide dp_shard*cp = 4 (etp = tp)
         plan_from_text(moe.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 2\n"
                                    "expert_parallel_degree = 8\nexpert_tensor_parallel_degree = 2"))
     tied = BASE.replace('"llama3"', '"qwen3"').replace('"8B"', '"0.6B"')

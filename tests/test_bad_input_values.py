@@ -52,7 +52,7 @@ VALUES = [
     ("r.sh", sub(BASH, r"--rotary-base 500000", "--rotary-base 1e30"), ["--rotary-base='1e30'", "an integer"]),
     ("r.sh", sub(BASH, r"--lr-warmup-iters 2000", f"--lr-warmup-iters {2**200}"), ["--lr-warmup-iters", "64 bits"]),
     # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size: 0 was read as absent
-    ("r.sh", sub(MIXTRAL, r"--num-experts 8", "--num-experts 8 --moe-ffn-hidden-size 0"), ["moe_ffn_hidden_size=0"]),
+    ("r.sh", sub(MIXTRAL, r"--num-experts 8", "--num-experts 8 --moe-ffn-hidden-size 0"), ["--moe-ffn-hidden-size=0"]),
     # past Python's 4,300-digit int(str) limit (an internal error) and shown by its head and size
     ("r.yaml", PRIMUS.replace("${PRIMUS_TP:1}", "${PRIMUS_TP:" + "9" * 5000 + "}"),
      ["--tensor-model-parallel-size='999", "(5,002 characters): an integer"]),

@@ -355,6 +355,11 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         raise UserError(f"{path}: a Megatron-Bridge config without model.num_layers / model.hidden_size: it overrides a "
                         "recipe Megatron-Bridge builds in Python; give the saved run_config.yaml of the run")
     rec = BridgeRecipe(text, path)
+    from primus_launch.inputs import duplicate_keys
+
+    # a key given twice: Megatron-Bridge loads the file with yaml.safe_load (training/utils/checkpoint_utils.py), which
+    # keeps the last without a word; so does this reader -- said, as for Megatron-LM and Primus YAMLs
+    rec.notes += [f"{key}: given twice (lines {a} and {b}); the last is read" for key, a, b in duplicate_keys(text)]
     _read_env(rec, child_node(root, "env_vars"))
     cls = (_target(child_node(root, "model")) or "").rsplit(".", 1)[-1]
     if _OTHER_FAMILY.search(cls):

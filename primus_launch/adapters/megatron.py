@@ -192,6 +192,11 @@ def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str,
     for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
         if Cluster.uncovered((("num_nodes", "gpus_per_node")[k],), overrides):
             rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
+    for directive in getattr(rec, "unread_allocation", {}).values():  # `#SBATCH --nodes=0` / `=abc`: sbatch refuses
+        if not any(repr(directive) in n for n in rec.notes):         # the script; the count came from elsewhere
+            rec.notes.append(f"{path}: {directive!r} is not a count sbatch takes (it refuses the script: zero, a word, "
+                             f"a range MIN > MAX, a template placeholder?): not read; the cluster is {written.num_nodes} "
+                             f"x {written.gpus_per_node}")
     return written
 
 

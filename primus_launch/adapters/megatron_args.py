@@ -733,6 +733,12 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
+    cfg = a.get("yaml_cfg")
+    if isinstance(cfg, str) and cfg:  # the documented launch of a Megatron YAML recipe: its flags are not the run's
+        raise PlanError("--yaml-cfg", cfg, "Megatron-LM then trains with that file's arguments and ignores the "
+                        "command's other flags (megatron/training/arguments.py parse_args: load_yaml, 'argparse "
+                        f"arguments will be ignored'); project the file itself: --project {cfg} (its cluster with "
+                        "--nodes / --gpus-per-node)")
     rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
                       | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
     if all(a.get(d) is None for d in SHAPE_DESTS):
@@ -1396,21 +1402,55 @@ def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, va
     """
     try:
         offload = training.get("offload", {})
-        parts = dict(model=ModelArch(**model), parallel=Parallelism(**parallel),
-                     training=Training(**{**training, "recompute": Recompute(**training["recompute"]),
-                                          "offload": offload if isinstance(offload, Offload) else Offload(**offload)}),
+        parts = dict(model=_section("model", lambda: ModelArch(**model)),
+                     parallel=_section("parallel", lambda: Parallelism(**parallel)),
+                     training=_section("training", lambda: Training(**{
+                         **training, "recompute": _section("training.recompute", lambda: Recompute(**training["recompute"])),
+                         "offload": offload if isinstance(offload, Offload) else
+                         _section("training.offload", lambda: Offload(**offload))})),
                      cluster=cluster)
         return Plan(**parts) if validate else Plan.model_construct(**parts)
     except PlanError as e:
         raise PlanError(FIELD_FLAGS.get(e.field, e.field), e.value, e.allowed) from None
     except ValidationError as e:
-        for err in e.errors():
-            ctx = (err.get("ctx") or {}).get("error")
-            if isinstance(ctx, PlanError):
-                raise PlanError(FIELD_FLAGS.get(ctx.field, ctx.field), ctx.value, ctx.allowed) from None
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        raise UserError(f"{loc}={err.get('input')!r}: {err.get('msg')}") from None
+        raise _named(e, "") from None
+
+
+#: the Megatron flag of a plan field where a bound of the field's own type is broken (``--tensor-model-parallel-size 0``:
+#: "Input should be greater than 0") and the flag is not ``--`` + the field's name: where the value is the field's
+#: own (a count of virtual stages, not of layers per stage)
+CONSTRAINT_FLAGS = {**FIELD_FLAGS, "parallel.vpp": "--num-virtual-stages-per-pipeline-rank", "model.head_dim": "--kv-channels"}
+
+
+def _flag_of(field: str) -> str:
+    """The Megatron flag a plan field (``section.name``) is read from: :data:`CONSTRAINT_FLAGS`, else ``--`` + the
+    name where Megatron-LM has that flag, else the plan's own name."""
+    if field in CONSTRAINT_FLAGS:
+        return CONSTRAINT_FLAGS[field]
+    from primus_launch.adapters.megatron_flags import by_option
+
+    flag = "--" + field.rpartition(".")[2].replace("_", "-")
+    return flag if by_option().get(flag) is not None else field
+
+
+def _named(e: ValidationError, section: str) -> Exception:
+    """One line for a plan section's validation error, naming the Megatron flag (``tp=0`` was the plan's name)."""
+    for err in e.errors():
+        ctx = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx, PlanError):
+            return PlanError(FIELD_FLAGS.get(ctx.field, ctx.field), ctx.value, ctx.allowed)
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err.get("loc", ()))
+    name = _flag_of(f"{section}.{loc}") if section and loc and "." not in loc else f"{section}.{loc}".strip(".")
+    return UserError(f"{name}={err.get('input')!r}: {err.get('msg')}")
+
+
+def _section(section: str, build: Any) -> Any:
+    """``build()`` (one plan section), its validation error named by the Megatron flag (:func:`_named`)."""
+    try:
+        return build()
+    except ValidationError as e:
+        raise _named(e, section) from None
 
 
 # --------------------------------------------------------------------------- plan -> args

@@ -122,6 +122,8 @@ MAX_STATEMENTS = 10_000
 
 _STRING_IDS = itertools.count()  # one tag per bash -c string run (ShellState._run_string)
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
+#: variables bash sets to a value of the run (bash(1) "Shell Variables"): opaque where the script did not set them
+VARYING = frozenset({"RANDOM", "SRANDOM", "BASHPID", "SECONDS", "EPOCHSECONDS", "EPOCHREALTIME", "$", "PPID"})
 SYNTH = -1  # lit value of characters computed (arithmetic, joins)
 
 
@@ -972,6 +974,8 @@ class ShellState:
             return ([arr[k]] if -len(arr) <= k < len(arr) else None), False
         if name in self.scalars:
             return [self.scalars[name]], False
+        if name in VARYING:  # bash sets it, to a value of the run (a random number, a process id, the clock)
+            return [_synth(f"${name}", OPAQUE)], False
         return None, False
 
     def _expand_part(self, part: Part) -> list[tuple[list[PC], bool, bool]]:
@@ -1111,8 +1115,10 @@ class ShellState:
     def _arith_value(self, expr: str, depth: int = 0) -> int:
         """``$(( expr ))``: a variable reads as its value evaluated as an expression, as bash reads it (bash 5.2
         ``expr.c`` ``expr_streval``: ``B=A`` or ``A="2+3"`` give A's value, 5; a negative value stays one
-        operand: ``-A`` with ``A=-3`` is 3); 0 when unset, empty, or a value this cannot read (a command's
-        output, a path).  Values that name each other in a cycle fail, as in bash (recursion level exceeded)."""
+        operand: ``-A`` with ``A=-3`` is 3); 0 when unset, empty, or a text that is no expression (a path).  Values
+        that name each other in a cycle fail, as in bash (recursion level exceeded); a value of the run this cannot
+        know (a command's output, ``$RANDOM``) fails too (ValueError): the expansion stays opaque and is refused where
+        a number is read, not read as 0."""
         if depth > 32:
             raise _ArithTooDeep("expression recursion level exceeded")
         inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)
@@ -1122,7 +1128,9 @@ class ShellState:
             txt = "".join(p.ch for p in vals[0]).strip() if vals else ""
             if re.fullmatch(r"-?\d+", txt):
                 return f"({txt})"
-            if not txt or any(p.lit == OPAQUE for p in vals[0]) or not _ARITH_TEXT.fullmatch(txt):
+            if vals and any(p.lit == OPAQUE for p in vals[0]):  # a command's output, $RANDOM: a value of the run,
+                raise ValueError(f"{m.group(0)} holds a value of the run")  # not 0 (`$((N / 4 + 1))` read as 1)
+            if not txt or not _ARITH_TEXT.fullmatch(txt):
                 return "0"
             try:
                 return f"({self._arith_value(txt, depth + 1)})"

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.launcher_counts import COUNT_WORDS, is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
+from primus_launch.adapters.megatron_bash import (PC, VARYING, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
@@ -265,9 +265,14 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                 continue
             v = o.vals[0]
             if v.opaque and s.kind in ("int", "float"):
+                varying = re.search(r"\$\{?(" + "|".join(sorted(VARYING - {"$"})) + r")\b|\$\$", v.text)
+                if varying:  # bash sets it to a value of the run: no one number to project
+                    raise PlanError(s.flag, v.text, f"reads {varying.group()}, a different value on each run (bash "
+                                                    "sets it); set it to a literal or a variable")
                 if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
                     raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
-                                                    "a ?: or a negative power); set it to a literal or a variable")
+                                                    "a ?: or a negative power, or a variable holding a command's output "
+                                                    "or $RANDOM); set it to a literal or a variable")
                 if v.text.startswith("${") and "$(" not in v.text:  # ${X/a/b}, ${X@Q}: not evaluated here
                     raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
                                                     "literal or a variable")
@@ -766,16 +771,22 @@ def program_index(tokens: list[Token]) -> int | None:
 
 def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[str, list[PC]]]:
     best = None
+    runs: list[tuple[str, ...]] = []  # the arguments of each training command the script runs
     for cmd in state.commands:
         idx = program_index(cmd.args)
         if idx is None:
             continue
         texts = [t.text for t in cmd.args[idx + 1:]]
         score = (("--num-layers" in texts) or any(t.startswith("--num-layers=") for t in texts), len(texts))
+        if score[0]:
+            runs.append(tuple(texts))
         if best is None or score >= best[0]:
             best = (score, cmd.args, idx, cmd.env)
     if best is None:
         raise UserError(f"{path}: no training command found (expected torchrun/python ... pretrain_gpt.py --num-layers ...)")
+    note = runs_note(runs, tuple(t.text for t in best[1][best[2] + 1:]))
+    if note:
+        state.warnings.append(note)
     env = dict(best[3])
     args = best[1]
     if args and args[0].text.rsplit("/", 1)[-1] == "env":  # env VAR=value ... torchrun ...
@@ -785,6 +796,33 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
                 break
             env[m.group(1)] = t.pcs[m.end():]
     return args, best[2], env
+
+
+def runs_note(runs: list[tuple[str, ...]], chosen: tuple[str, ...]) -> Optional[str]:
+    """The note of a script that runs several different training commands (a loop over settings, runs in sequence:
+    bash runs every one, one is projected): how many, the flags whose values differ, and the values of the one
+    projected; None for one command (or the same one repeated)."""
+    distinct = list(dict.fromkeys(runs))
+    if len(distinct) < 2:
+        return None
+    def flags(words: tuple[str, ...]) -> dict[str, str]:  # --flag -> its last value as argparse keeps it ("" a switch)
+        out: dict[str, str] = {}
+        for i, w in enumerate(words):
+            if w.startswith("--"):
+                k, eq, v = w.partition("=")
+                out[k] = v if eq else words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else ""
+        return out
+
+    maps, own = [flags(r) for r in distinct], flags(chosen)
+    diff: list[str] = []
+    for k in dict.fromkeys(k for m in maps for k in m):
+        vals = list(dict.fromkeys(m.get(k, "(not given)") or "(given)" for m in maps))
+        if len(vals) > 1:
+            diff.append(f"{k} {own.get(k, '(not given)') or '(given)'} (of {', '.join(vals[:4])}"
+                        f"{', ...' if len(vals) > 4 else ''})")
+    said = "; ".join(diff[:3]) + ("; ..." if len(diff) > 3 else "") if diff else "their arguments differ in order"
+    return (f"the script runs {len(runs)} training commands, {len(distinct)} different (a loop over settings?); "
+            f"projected one of them: {said}; project each run as its own recipe")
 
 
 def from_script(text: str, path: str, script_args: tuple[str, ...] = (),

@@ -713,7 +713,17 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     cmp_ = _tbl(job, "compile")
 
     seq = _int(trn, "training", "seq_len", 2048)
-    model = _model_arch(job, seq)
+    try:
+        model = _model_arch(job, seq)
+    except ValidationError as e:  # the sequence the job gives, past the plan's bound: named by its key
+        err = next((x for x in ((y.get("ctx") or {}).get("error") for y in e.errors()) if isinstance(x, PlanError)), None)
+        if err is None or err.field not in PLAN_KEYS:
+            raise
+        raise PlanError(flag(PLAN_KEYS[err.field]), err.value, err.allowed) from None
+    except PlanError as e:
+        if e.field not in PLAN_KEYS:
+            raise
+        raise PlanError(flag(PLAN_KEYS[e.field]), e.value, e.allowed) from None
     from primus_launch.adapters.torchtitan_arch import LEGACY_NOTE
 
     if job_get(job, "model.name") in LEGACY_NOTE and not job_get(job, "model._arch"):
@@ -921,13 +931,24 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     except ValidationError as e:
         for err in e.errors():
             ctx_err = (err.get("ctx") or {}).get("error")
-            if isinstance(ctx_err, PlanError):
-                raise ctx_err from None
+            if isinstance(ctx_err, PlanError):  # a bound of a field the job gives, named by its key
+                key = PLAN_KEYS.get(ctx_err.field)
+                raise (PlanError(flag(key), ctx_err.value, ctx_err.allowed) if key else ctx_err) from None
         raise UserError(f"recipe={path or '<text>'!r}: {one_line(e)}") from None
     problems = torchtitan_problems(plan)
     if problems:
-        raise PlanError(*problems[0])
+        field, value, allowed = problems[0]
+        raise PlanError(flag(PLAN_KEYS[field]) if field in PLAN_KEYS else field, value, allowed)
     return plan
+
+
+#: the job key a plan field is read from, value for value, where a bound of the plan refuses it
+#: (``selective_ac_option = "99999999999"`` was "training.recompute.num_layers=...": the plan's name)
+PLAN_KEYS = {"model.seq_length": "training.seq_len", "training.recompute.num_layers": "activation_checkpoint.selective_ac_option",
+             "training.micro_batch_size": "training.local_batch_size", "training.train_iters": "training.steps",
+             "parallel.tp": "parallelism.tensor_parallel_degree", "parallel.pp": "parallelism.pipeline_parallel_degree",
+             "parallel.cp": "parallelism.context_parallel_degree", "parallel.ep": "parallelism.expert_parallel_degree",
+             "parallel.etp": "parallelism.expert_tensor_parallel_degree"}
 
 
 def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:

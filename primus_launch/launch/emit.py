@@ -184,11 +184,11 @@ def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) 
         from pathlib import Path
 
         from primus_launch.adapters.torchtitan_argv import render_launch
-        from primus_launch.adapters.torchtitan_script import is_titan_script, script_argv
+        from primus_launch.adapters.torchtitan_script import is_titan_script, script_launch
         from primus_launch.fileio import read_recipe_text
 
         text = read_recipe_text(Path(path))
-        return render_launch(plan, script_argv(text, path)) if is_titan_script(text) else None
+        return render_launch(plan, script_launch(text, path, _script_args(plan))[0]) if is_titan_script(text) else None
     if fw == "torchtitan" or path.endswith(".toml"):
         return ["torchrun", "-m", "torchtitan.train", "--job.config_file", path]
     if path.endswith((".sh", ".bash")):
@@ -199,7 +199,7 @@ def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) 
 
         from primus_launch.fileio import read_recipe_text
 
-        rec = from_script(read_recipe_text(Path(path)), path)
+        rec = from_script(read_recipe_text(Path(path)), path, _script_args(plan))
         argv = [t.text for t in rec.tokens]
         start = rec.launcher_start()
         launcher = max(0, (start or rec.script_index) - 1) if start is not None else rec.script_index
@@ -223,4 +223,9 @@ def launch_env_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = Non
     from primus_launch.adapters.megatron_script import from_script
     from primus_launch.fileio import read_recipe_text
 
-    return from_script(read_recipe_text(Path(path)), path).env_values()
+    return from_script(read_recipe_text(Path(path)), path, _script_args(plan)).env_values()
+
+
+def _script_args(plan: Plan) -> tuple[str, ...]:
+    """The positional parameters ($1 $2 ...) the plan's launch script was read with (the words after ``--``)."""
+    return tuple(plan.source.script_args) if plan.source else ()

@@ -56,7 +56,12 @@ def _best_rank(res: TuneResult) -> int:
 
 def knob_line(res: TuneResult) -> str:
     """Which numerics-changing knob families were allowed, and which were not searched."""
-    allowed = ", ".join(res.allowed) or "none"
+    from primus_launch.projection.hardware.gpus import get_gpu, has_fp8
+
+    gpu = res.best_plan.cluster.gpu
+    # `--allow fp8` on a GPU without FP8 tensor cores (an A100): allowed, and no plan could take it -- said
+    allowed = ", ".join(a if a != "fp8" or has_fp8(get_gpu(gpu)) else f"fp8 (none on {gpu}: no FP8 tensor cores)"
+                        for a in res.allowed) or "none"
     missing = [a for a in rules.ALLOWABLE if a not in res.allowed]
     out = f"numerics: allowed {allowed}"
     if missing:

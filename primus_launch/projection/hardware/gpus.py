@@ -118,6 +118,8 @@ class GPUSpec(BaseModel):
             v = getattr(self, name)
             if v is not None and not lo <= v <= hi:
                 raise PlanError(f"gpu.{self.name}.{name}", v, f"between {lo:g} and {hi:g} {unit}")
+        if self.power_limit_w is not None and self.tdp_watts and self.power_limit_w < MIN_CAP_FRACTION * self.tdp_watts:
+            raise PlanError(f"gpu.{self.name}.power_limit_w", self.power_limit_w, _cap_floor(self.name, self.tdp_watts))
         if self.intra_node_topology not in ("switch", "mesh"):
             raise PlanError(f"gpu.{self.name}.intra_node_topology", self.intra_node_topology, "switch or mesh")
         if self.arch not in ARCHES:
@@ -300,6 +302,19 @@ _add(GPUSpec(name="mi355x", vendor="amd", arch="cdna4", peak_flops_bf16=2516.6e1
                         "MI355X (HBM3e stacks are binary: 8 x 36 GiB)"))
 
 
+#: the lowest board power cap a GPU takes, as a fraction of its rated power: NVIDIA's DGX B200 User Guide ("Managing
+#: Power Capping", the Redfish ``PowerLimitWatts``) shows ``AllowableMin`` 200 W for GPUs of 1000 W and of 700 W
+#: ``AllowableMax``: 0.20 and 0.29 of the rated power; nvidia-smi refuses a limit below the board's minimum.  Below
+#: it the cap is a mistake (``--power-limit-w 0.7``, kW for W), and the cap's model (``power_cap_factor``, measured at
+#: 0.36 .. 0.75 of the rated power) would project a run slower by the ratio: refused, with this floor.
+MIN_CAP_FRACTION = 0.2
+
+
+def _cap_floor(name: str, tdp_watts: float) -> str:
+    return (f"at least {MIN_CAP_FRACTION * tdp_watts:g} W ({MIN_CAP_FRACTION:.0%} of {name}'s rated {tdp_watts:g} W: "
+            "no board takes a lower cap; the power in W, up to the rated power)")
+
+
 def power_capped(name: str, watts: float) -> str:
     """The name of ``name``'s spec run at a board power cap of ``watts`` (registered on first use as
     ``"<name>@<watts>W"``: the same silicon with ``power_limit_w`` set, so that every per-GPU cache of
@@ -312,6 +327,8 @@ def power_capped(name: str, watts: float) -> str:
         raise PlanError("cluster.power_limit_w", watts, f"unset: GPU {name} has no rated tdp_watts to scale from")
     if watts <= 0:
         raise PlanError("cluster.power_limit_w", watts, "a positive power in W")
+    if watts < MIN_CAP_FRACTION * spec.tdp_watts:
+        raise PlanError("cluster.power_limit_w", watts, _cap_floor(name, spec.tdp_watts))
     if watts >= spec.tdp_watts:
         return name
     capped = f"{name}@{watts:g}W"
@@ -427,6 +444,12 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     p = Path(path)
     text = read_text(p, field)
     data = parse_yaml(text, field, str(p)) if p.suffix in (".yaml", ".yml") else parse_toml(text, field, str(p))
+    if p.suffix in (".yaml", ".yml"):
+        from primus_launch.inputs import duplicate_keys
+
+        for key, a, b in duplicate_keys(text)[:1]:  # a TOML key given twice is refused by its parser: the same here
+            raise UserError(f"{field}={str(p)!r}: {key}: given twice in one mapping (lines {a} and {b}); give each GPU "
+                            "field once (PyYAML would keep the last without a word)")
     if data is None:
         data = {}
     expect(data, dict, field, "a file of [gpu.<name>] tables")
