@@ -195,3 +195,19 @@ def test_yaml_cfg_layout_transformer_fields(tmp_path):
     reported = {u.flag: u.value for u in plan.source.unmodelled}
     assert all(reported.get("--" + n.replace("_", "-")) == "false" for n in names)
     assert plan.training.align_grad_reduce is False
+
+
+def test_the_standard_hybrid_stack_spec_is_not_a_custom_spec():
+    """A hybrid run must name its layer spec (Megatron-LM ``hybrid_builders.py`` raises without ``--spec``);
+    ``examples/mamba/train.sh`` names megatron-core's own Transformer Engine stack
+    (``hybrid_layer_specs hybrid_stack_spec``; ``mamba_layer_specs`` re-exports it), which is what the projection
+    models: no 'custom layer spec' warning.  Any other spec still is one."""
+    base = ARGV[1:] + "--hybrid-layer-pattern M-M* --position-embedding-type none".split()
+
+    def flagged(spec: list[str]) -> list[str]:
+        plan = plan_from_argv(["pretrain_hybrid.py", *base, "--spec", *spec], CL)
+        return [u.flag for u in plan.source.unmodelled]
+
+    assert "--spec" not in flagged(["megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"])
+    assert "--spec" not in flagged(["megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"])
+    assert "--spec" in flagged(["my_project.specs", "local_stack_spec"])
