@@ -66,3 +66,15 @@ def test_a_path_longer_than_a_line_is_not_broken():
     assert len(path) + 4 > WIDTH and any(ln.strip() == path for ln in lines)
     assert " ".join(" ".join(lines).split()) == ("note: cluster gpu=h100-sxm: spec from --gpu-file "
                                                  f"{path} (over the database's entry)")
+
+
+def test_a_range_is_not_split_across_lines():
+    """The summary of Megatron-LM's ``examples/mamba/train.sh`` (8B) wrapped "they ran 0 .." / "16 % slower than
+    projected": a range's two ends stay together, at any sign or unit."""
+    assert glue_units("they ran 0 .. 16 % slower") == "they ran 0\u00a0..\u00a016\u00a0% slower"
+    assert glue_units("+0% .. +16% on") == "+0%\u00a0..\u00a0+16% on"
+    assert glue_units("1.494 .. 1.601 s") == "1.494\u00a0..\u00a01.601\u00a0s"
+    assert glue_units("modules .. and") == "modules .. and"
+    res = project(load_recipe(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"), dry_run=True)
+    lines = render_text(res).splitlines()
+    assert not [a for a in lines if re.search(r"\d \.\.$", a)] and all(len(ln) <= 80 for ln in lines)

@@ -223,10 +223,15 @@ _NBSP = "\u00a0"
 _NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|days|GPU-hours)(?![\w/]))")
 
 
+#: a range's two ends stay on one line ("3 .. 11", "+0% .. +16%", "1.494 .. 1.601")
+_RANGE = re.compile(r"(?<=[\d%]) \.\. (?=[-+]?\d)")
+
+
 def glue_units(text: str) -> str:
     """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
     the non-breaking spaces back into spaces)."""
-    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase
+    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase; "they ran 0 .." / "16 % slower" split a range
+    text = _RANGE.sub(lambda m: m.group(0).replace(" ", _NBSP), text)
     return _NUMBER_UNIT.sub(_NBSP, text).replace("rows like it", f"rows like{_NBSP}it")
 
 
