@@ -78,3 +78,17 @@ def test_a_range_is_not_split_across_lines():
     res = project(load_recipe(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"), dry_run=True)
     lines = render_text(res).splitlines()
     assert not [a for a in lines if re.search(r"\d \.\.$", a)] and all(len(ln) <= 80 for ln in lines)
+
+
+def test_one_micro_batch_is_singular():
+    """``examples/mamba/train.sh`` (8B: GBS 8, MBS 4, DP 2) explained "note: 1 micro-batches"."""
+    from primus_launch.plan import Cluster
+    from primus_launch.adapters.megatron import plan_from_argv
+
+    argv = ("pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 512 "
+            "--max-position-embeddings 512 --micro-batch-size 4 --global-batch-size 8 --vocab-size 32000 "
+            "--bf16").split()
+    plan = plan_from_argv(argv, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=2))
+    assert plan.num_microbatches == 1
+    notes = project(plan, dry_run=True).notes
+    assert "1 micro-batch; schedule 1f1b" in notes and not any("1 micro-batches" in n for n in notes)

@@ -56,9 +56,9 @@ def projection_result(st: Steps, mode: str, record_timeline: bool = False,
     timeline: list[TimelineEvent] = []
     # stages are numbered from 0 as in the memory's "worst stage" and --json's memory.stages ("critical stage 3 of
     # 4" read as the third of four where it was the last)
-    notes = [f"time breakdown of pipeline stage {it.critical_stage} (the busiest; stages 0-{pp - 1}); {nmb} "
-             f"micro-batches; schedule {pipe.schedule or schedule_name(plan)}" if pp > 1 else
-             f"{nmb} micro-batches; schedule {pipe.schedule or schedule_name(plan)}"]
+    mbs = f"{nmb} micro-batch{'es' if nmb != 1 else ''}; schedule {pipe.schedule or schedule_name(plan)}"
+    notes = [f"time breakdown of pipeline stage {it.critical_stage} (the busiest; stages 0-{pp - 1}); {mbs}"
+             if pp > 1 else mbs]
     if record_timeline:
         timeline = list(pipe.events)
         end = makespan
