@@ -92,3 +92,17 @@ def test_one_micro_batch_is_singular():
     assert plan.num_microbatches == 1
     notes = project(plan, dry_run=True).notes
     assert "1 micro-batch; schedule 1f1b" in notes and not any("1 micro-batches" in n for n in notes)
+
+
+def test_titan_compile_notes_match_the_traced_model():
+    """The bundled TorchTitan Llama 3.1 70B (``[compile] enable = true``) was explained with "unfused SwiGLU" in
+    the activations note and "torch.compile: ... (stated model, not traced)": compiled blocks are traced against
+    inductor's partitioner (tests/test_memory_titan.py ``test_compiled_block_keeps_what_inductors_partitioner_saves``),
+    and the compiled block keeps SwiGLU's w1/w3 outputs only."""
+    plan = load_recipe(ROOT / "recipes/torchtitan/llama3.1_70b.toml")
+    assert plan.training.compile
+    notes = project(plan, dry_run=True).memory.notes
+    assert not any("not traced" in n or "unfused SwiGLU" in n for n in notes)
+    assert any("compiled SwiGLU" in n for n in notes) and any("inductor's partitioner" in n for n in notes)
+    eager = plan.model_copy(update={"training": plan.training.model_copy(update={"compile": False})})
+    assert any("unfused SwiGLU" in n for n in project(eager, dry_run=True).memory.notes)

@@ -1584,7 +1584,8 @@ def lookup(key: str) -> MegatronFlag | None:
 # flag -> values that select what the projection models anyway (not a custom choice): megatron-core's own
 # Transformer Engine hybrid stack, which a hybrid run must name (Megatron-LM ``hybrid_builders.py`` raises 'You must
 # provide a valid hybrid layer spec via --spec' without it; ``examples/mamba/train.sh`` passes it;
-# ``mamba_layer_specs.py`` re-exports ``hybrid_layer_specs``: TENorm, TELayerNormColumnParallelLinear, TERowParallelLinear)
+# ``mamba_layer_specs.py`` re-exports ``hybrid_layer_specs``: TENorm, TELayerNormColumnParallelLinear,
+# TERowParallelLinear; Megatron-LM main of 2026-08-22)
 STANDARD_VALUES: dict[str, tuple[tuple[str, ...], ...]] = {
     "--spec": (("megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"),
                ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")),
