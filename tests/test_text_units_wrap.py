@@ -106,3 +106,14 @@ def test_titan_compile_notes_match_the_traced_model():
     assert any("compiled SwiGLU" in n for n in notes) and any("inductor's partitioner" in n for n in notes)
     eager = plan.model_copy(update={"training": plan.training.model_copy(update={"compile": False})})
     assert any("unfused SwiGLU" in n for n in project(eager, dry_run=True).memory.notes)
+
+
+def test_tune_file_lines_keep_units():
+    """``--tune recipes/megatron/tiny_gpt_cpu.sh --dry-run`` printed "trial log written to
+    recipes/megatron/tiny_gpt_cpu.tuned.sh.trials.json (37.4" / "KB)"."""
+    from primus_launch.cli import _fit
+
+    line = "trial log written to recipes/megatron/tiny_gpt_cpu.tuned.sh.trials.json (37.4 KB)"
+    out = _fit(line).splitlines()
+    assert not _split_units("\n".join(out)) and " ".join(w.strip() for w in out) == line
+    assert all(len(w) <= 80 for w in out)
