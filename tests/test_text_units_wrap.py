@@ -134,3 +134,19 @@ def test_a_reserved_peak_over_the_capacity_beside_fits_says_why():
     assert over < (m.peak_bytes_per_gpu - m.verdict_peak_bytes) / 2 ** 30
     fits = project(load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml"), dry_run=True)
     assert fits.memory.peak_bytes_per_gpu < fits.memory.capacity_bytes and "over the capacity" not in verdict_text(fits)
+
+
+def test_a_long_group_moved_whole_does_not_leave_a_word_alone():
+    """Megatron-LM's ``examples/llama/train_llama3_8b_h100_fp8.sh`` from a long path was noted as
+    "...: cluster gpu=h100-sxm: the" / "default" / "(the recipe does not state it; ...)" (a path under /tmp/u13): a parenthesised group
+    moved whole to the next line left one word on its own; it now wraps at its spaces there, and a group that
+    leaves no such line is still kept whole."""
+    from primus_launch.report.text import _wrap
+
+    note = ("/tmp/u13/mirror/train_llama3_8b_h100_fp8.sh: cluster gpu=h100-sxm: the default "
+            "(the recipe does not state it; pass --gpu or a '# primus-launch:' comment)")
+    lines = _wrap(note, indent="    ", first="note: ")
+    assert all(len(ln) >= 80 // 3 for ln in lines[:-1]) and all(len(ln) <= 80 for ln in lines)
+    assert " ".join(ln.strip() for ln in lines) == "note: " + note
+    short = "cluster: 1 x 8 h100-sxm assumed (the job states no cluster; give --gpu / --nodes / --gpus-per-node)"
+    assert _wrap(short, indent="    ", first="note: ")[1].strip().startswith("(the job states")

@@ -243,15 +243,37 @@ def glue_units(text: str) -> str:
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
-    ``indent``; a parenthesised group short enough for one line is kept on one line."""
-    depth, chars = 0, []
+    ``indent``; a parenthesised group short enough for one line is kept on one line, unless moving it whole
+    leaves a line under a third of the width (then it wraps at its spaces)."""
     text = glue_units(text)
-    for ch in text:
+    groups, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(" and not depth:
+            start = i
         depth += ch == "("
+        if ch == ")" and depth == 1:
+            groups.append((start, i))
         depth -= ch == ")" and depth > 0
-        chars.append(_NBSP if ch == " " and depth else ch)
-    lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
-                          break_long_words=False, break_on_hyphens=False)
+    kept = set(range(len(groups)))
+    for _ in range(len(groups) + 1):
+        chars = list(text)
+        for g in kept:
+            a, b = groups[g]
+            chars[a:b] = [_NBSP if c == " " else c for c in chars[a:b]]
+        lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
+                              break_long_words=False, break_on_hyphens=False)
+        # "note: ...: cluster gpu=h100-sxm: the" / "default" / "(the recipe does not state it; ...)": the group
+        # moved to the next line left "default" alone on its own
+        ragged = next((i for i, ln in enumerate(lines[:-1]) if len(ln) < WIDTH // 3 and len(ln) > len(indent)
+                       and lines[i + 1][len(indent):].startswith("(")), None)
+        if ragged is None:
+            break
+        pos = len("".join(ln[len(first if i == 0 else indent):] for i, ln in enumerate(lines[:ragged + 1]))
+                  .replace(" ", "").replace(_NBSP, ""))  # the group's start among the non-blank characters
+        at = [g for g in kept if len(text[:groups[g][0]].replace(" ", "").replace(_NBSP, "")) == pos]
+        if not at:
+            break
+        kept -= set(at)
     if any(len(ln) > WIDTH for ln in lines):  # a group longer than a line: wrap it at its spaces too
         # a single word longer than a line (a file path) is left whole: a path broken across lines cannot be pasted
         lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
