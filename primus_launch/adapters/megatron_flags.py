@@ -1588,7 +1588,10 @@ def lookup(key: str) -> MegatronFlag | None:
 # TERowParallelLinear; Megatron-LM main of 2026-08-22)
 STANDARD_VALUES: dict[str, tuple[tuple[str, ...], ...]] = {
     "--spec": (("megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"),
-               ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")),
+               ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"),
+               # Primus's copy (its v26.2-compatible MambaStack) with the same TE modules per layer
+               # (AMD-AGI/Primus primus/backends/megatron/core/models/mamba/mamba_layer_specs.py, 2026-08-22)
+               ("primus.backends.megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")),
 }
 
 
