@@ -1339,7 +1339,8 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--megatron-fsdp-prefetch-recompute-forward-weights": "time: Megatron-FSDP prefetches the weights recomputation "
                                                           "needs before the backward's",
     "--megatron-fsdp-cache-param-bucket-views": "time: Megatron-FSDP caches parameter bucket views (host overhead)",
-    "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine)",
+    "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine); the stock hybrid "
+              "stack a hybrid run names (hybrid_stack_spec, mamba_stack_spec: STANDARD_VALUES) is what is modelled",
     "--rope-type": "time: RoPE variant", "--mrope-section": "time: multimodal RoPE sections",
     "--yarn-original-max-position-embeddings": "none on time (YaRN scaling)",
     "--init-method-std": "none", "--decrease-batch-size-if-needed": "time: the global batch is reduced when it does not divide",
