@@ -150,3 +150,20 @@ def test_a_long_group_moved_whole_does_not_leave_a_word_alone():
     assert " ".join(ln.strip() for ln in lines) == "note: " + note
     short = "cluster: 1 x 8 h100-sxm assumed (the job states no cluster; give --gpu / --nodes / --gpus-per-node)"
     assert _wrap(short, indent="    ", first="note: ")[1].strip().startswith("(the job states")
+
+
+def test_explain_says_where_the_bf16_layers_are_timed():
+    """The bundled DeepSeek-V3 FP8 recipe with ``first_last_layers_bf16: true`` and two BF16 layers at the start
+    (megatron-core 0.16.1 ``fp8_utils.is_first_last_bf16_layer``) is timed with those layers in BF16 (iteration
+    time up), but ``--explain`` said so only for memory and its per-layer tables are the FP8 layers': a time note
+    names the layers; a plan without them has no such note."""
+    path = ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"
+    plain = load_recipe(path)
+    plan = plain.model_copy(update={"training": plain.training.model_copy(
+        update={"bf16_layers_start": 2, "bf16_layers_end": 1})})
+    assert sorted(plan.bf16_layer_ids()) == [0, 1, plan.model.num_layers - 1]
+    res, base = project(plan, dry_run=True), project(plain, dry_run=True)
+    assert res.iteration_time_s > base.iteration_time_s
+    note = [n for n in res.notes if "timed in BF16" in n]
+    assert note and f"ids 0, 1, {plan.model.num_layers - 1}" in note[0] and "3 decoder layers" in note[0]
+    assert not any("timed in BF16" in n for n in base.notes)
