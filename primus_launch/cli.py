@@ -89,8 +89,11 @@ def _fit(line: str) -> str:
     longer than a line is left whole (a path broken across lines cannot be pasted)."""
     import textwrap
 
-    return "\n".join(textwrap.wrap(line, 80, subsequent_indent="  ", break_long_words=False,
-                                    break_on_hyphens=False)) or line
+    from primus_launch.report.text import glue_units
+
+    # a number keeps its unit: "trial log written to ....trials.json (37.4" / "KB)" was split
+    return "\n".join(w.replace("\u00a0", " ") for w in textwrap.wrap(
+        glue_units(line), 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)) or line
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -195,3 +195,47 @@ def test_yaml_cfg_layout_transformer_fields(tmp_path):
     reported = {u.flag: u.value for u in plan.source.unmodelled}
     assert all(reported.get("--" + n.replace("_", "-")) == "false" for n in names)
     assert plan.training.align_grad_reduce is False
+
+
+def test_the_standard_hybrid_stack_spec_is_not_a_custom_spec():
+    """A hybrid run must name its layer spec (Megatron-LM ``hybrid_builders.py`` raises without ``--spec``);
+    ``examples/mamba/train.sh`` names megatron-core's own Transformer Engine stack
+    (``hybrid_layer_specs hybrid_stack_spec``; ``mamba_layer_specs`` re-exports it), which is what the projection
+    models: no 'custom layer spec' warning.  Any other spec still is one."""
+    base = ARGV[1:] + "--hybrid-layer-pattern M-M* --position-embedding-type none".split()
+
+    def flagged(spec: list[str]) -> list[str]:
+        plan = plan_from_argv(["pretrain_hybrid.py", *base, "--spec", *spec], CL)
+        return [u.flag for u in plan.source.unmodelled]
+
+    assert "--spec" not in flagged(["megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"])
+    assert "--spec" not in flagged(["megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"])
+    assert "--spec" in flagged(["my_project.specs", "local_stack_spec"])
+
+
+def test_primus_mamba_spec_list_is_the_stock_stack(tmp_path):
+    """AMD-AGI/Primus ``examples/megatron/configs/MI355X/mamba_370M-pretrain.yaml`` overrides ``spec: [primus.backends.
+    megatron.core.models.mamba.mamba_layer_specs, mamba_stack_spec]``: Primus's copy of the stack with the same TE
+    modules per layer (TELayerNormColumnParallelLinear in_proj / fc1, TERowParallelLinear out_proj / fc2): not a
+    'custom layer spec'; another module still is one."""
+    from test_adapter_primus import _meg, _tree
+
+    from primus_launch.adapters.primus_yaml import load_primus_yaml
+
+    root = _tree(tmp_path)
+    (root / "primus/configs/models/megatron/mamba_370M.yaml").write_text(
+        "extends:\n  - language_model.yaml\nmodel_type: mamba\nis_hybrid_model: false\nswiglu: false\n"
+        "num_layers: 48\nhidden_size: 1024\nnum_attention_heads: 16\nffn_hidden_size: null\nmamba_state_dim: 16\n"
+        "mamba_head_dim: 64\nmamba_num_groups: 8\nvocab_size: 50257\n")
+    exp = _meg(root)
+    text = exp.read_text()
+
+    def flagged(module: str) -> list[str]:
+        exp.write_text(text.replace("    overrides:\n", f"    overrides:\n      spec: ['{module}', 'mamba_stack_spec']\n"))
+        plan = load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
+                                env={"PRIMUS_MODEL": "mamba_370M", "PRIMUS_TP": "1"})
+        assert plan.model.hybrid_pattern == "M" * 48
+        return [u.flag for u in plan.source.unmodelled]
+
+    assert "spec" not in " ".join(flagged("primus.backends.megatron.core.models.mamba.mamba_layer_specs"))
+    assert "spec" in " ".join(flagged("my_team.specs"))

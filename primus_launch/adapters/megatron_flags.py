@@ -1339,7 +1339,8 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--megatron-fsdp-prefetch-recompute-forward-weights": "time: Megatron-FSDP prefetches the weights recomputation "
                                                           "needs before the backward's",
     "--megatron-fsdp-cache-param-bucket-views": "time: Megatron-FSDP caches parameter bucket views (host overhead)",
-    "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine)",
+    "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine); the stock hybrid "
+              "stack a hybrid run names (hybrid_stack_spec, mamba_stack_spec: STANDARD_VALUES) is what is modelled",
     "--rope-type": "time: RoPE variant", "--mrope-section": "time: multimodal RoPE sections",
     "--yarn-original-max-position-embeddings": "none on time (YaRN scaling)",
     "--init-method-std": "none", "--decrease-batch-size-if-needed": "time: the global batch is reduced when it does not divide",
@@ -1581,8 +1582,27 @@ def lookup(key: str) -> MegatronFlag | None:
     return hit if hit is not None else by_dest().get(k)
 
 
+# flag -> values that select what the projection models anyway (not a custom choice): megatron-core's own
+# Transformer Engine hybrid stack, which a hybrid run must name (Megatron-LM ``hybrid_builders.py`` raises 'You must
+# provide a valid hybrid layer spec via --spec' without it; ``examples/mamba/train.sh`` passes it;
+# ``mamba_layer_specs.py`` re-exports ``hybrid_layer_specs``: TENorm, TELayerNormColumnParallelLinear,
+# TERowParallelLinear; Megatron-LM main of 2026-08-22)
+STANDARD_VALUES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "--spec": (("megatron.core.models.hybrid.hybrid_layer_specs", "hybrid_stack_spec"),
+               ("megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"),
+               # Primus's copy (its v26.2-compatible MambaStack) with the same TE modules per layer
+               # (AMD-AGI/Primus primus/backends/megatron/core/models/mamba/mamba_layer_specs.py, 2026-08-22)
+               ("primus.backends.megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")),
+}
+
+
 def is_default(flag: MegatronFlag, value: Any) -> bool:
-    """Whether ``value`` (as read: bool for switches, text or number otherwise) is Megatron's default."""
+    """Whether ``value`` (as read: bool for switches, text or number otherwise) is Megatron's default, or a value
+    of ``STANDARD_VALUES`` (what the projection models when the flag is not set)."""
+    if flag.flag in STANDARD_VALUES and value is not None:
+        words = tuple(str(v) for v in (value if isinstance(value, (list, tuple)) else str(value).split()))
+        if words in STANDARD_VALUES[flag.flag]:
+            return True
     d = flag.default
     if flag.kind in ("true", "false", "boolopt", "const"):
         return bool(value) == bool(d) if isinstance(value, bool) else False

@@ -528,11 +528,13 @@ def _table_flag(key: str) -> Any:
 
 
 def _is_megatron_default(flag: Any, value: Any) -> bool:
-    from primus_launch.adapters.megatron_flags import is_default
+    from primus_launch.adapters.megatron_flags import STANDARD_VALUES, is_default
 
     if value is None:
         return True
     if flag.kind in ("true", "false", "boolopt", "const") and isinstance(value, bool):
+        return is_default(flag, value)
+    if isinstance(value, list) and flag.flag in STANDARD_VALUES:  # spec: [module, name] of the stock TE stack
         return is_default(flag, value)
     if isinstance(value, (list, dict)):
         return False

@@ -82,8 +82,14 @@ def verdict_text(r: ProjectionResult) -> str:
     if m.band is None:
         return verdict
     held = m.verdict_peak_bytes
+    usable = m.capacity_bytes * (1 - m.margin_fraction)
+    # a reserved peak above the capacity beside "fits" ("87.2 GiB peak of 79.2 GiB: fits", torchtitan's
+    # qwen3_32b.toml) read as a contradiction: the excess is cache the allocator gives back, and the answer says so
+    above = (f": the {(m.peak_bytes_per_gpu - usable) / GiB:.1f} GiB over the capacity are among them"
+             if held <= usable < m.peak_bytes_per_gpu else "")
     on = (f" of the {held / GiB:.1f} GiB that cannot be released ({(m.peak_bytes_per_gpu - held) / GiB:.1f} GiB of "
-          "free cached segments, given back before an out-of-memory error)" if held < m.peak_bytes_per_gpu else "")
+          f"free cached segments, given back before an out-of-memory error{above})"
+          if held < m.peak_bytes_per_gpu else "")
     # a tight plan whose point estimate is already over the usable capacity ("162.1 GiB peak of 139.8 GiB: TIGHT")
     # read as a contradiction: say that only the band's lower part fits
     over = ("; over the capacity at the point estimate (fits only at the band's low end)"
@@ -223,24 +229,51 @@ _NBSP = "\u00a0"
 _NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|days|GPU-hours)(?![\w/]))")
 
 
+#: a range's two ends stay on one line ("3 .. 11", "+0% .. +16%", "1.494 .. 1.601")
+_RANGE = re.compile(r"(?<=[\d%]) \.\. (?=[-+]?\d)")
+
+
 def glue_units(text: str) -> str:
     """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
     the non-breaking spaces back into spaces)."""
-    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase
+    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase; "they ran 0 .." / "16 % slower" split a range
+    text = _RANGE.sub(lambda m: m.group(0).replace(" ", _NBSP), text)
     return _NUMBER_UNIT.sub(_NBSP, text).replace("rows like it", f"rows like{_NBSP}it")
 
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
-    ``indent``; a parenthesised group short enough for one line is kept on one line."""
-    depth, chars = 0, []
+    ``indent``; a parenthesised group short enough for one line is kept on one line, unless moving it whole
+    leaves a line under a third of the width (then it wraps at its spaces)."""
     text = glue_units(text)
-    for ch in text:
+    groups, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(" and not depth:
+            start = i
         depth += ch == "("
+        if ch == ")" and depth == 1:
+            groups.append((start, i))
         depth -= ch == ")" and depth > 0
-        chars.append(_NBSP if ch == " " and depth else ch)
-    lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
-                          break_long_words=False, break_on_hyphens=False)
+    kept = set(range(len(groups)))
+    for _ in range(len(groups) + 1):
+        chars = list(text)
+        for g in kept:
+            a, b = groups[g]
+            chars[a:b] = [_NBSP if c == " " else c for c in chars[a:b]]
+        lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
+                              break_long_words=False, break_on_hyphens=False)
+        # "note: ...: cluster gpu=h100-sxm: the" / "default" / "(the recipe does not state it; ...)": the group
+        # moved to the next line left "default" alone on its own
+        ragged = next((i for i, ln in enumerate(lines[:-1]) if len(ln) < WIDTH // 3 and len(ln) > len(indent)
+                       and lines[i + 1][len(indent):].startswith("(")), None)
+        if ragged is None:
+            break
+        pos = len("".join(ln[len(first if i == 0 else indent):] for i, ln in enumerate(lines[:ragged + 1]))
+                  .replace(" ", "").replace(_NBSP, ""))  # the group's start among the non-blank characters
+        at = [g for g in kept if len(text[:groups[g][0]].replace(" ", "").replace(_NBSP, "")) == pos]
+        if not at:
+            break
+        kept -= set(at)
     if any(len(ln) > WIDTH for ln in lines):  # a group longer than a line: wrap it at its spaces too
         # a single word longer than a line (a file path) is left whole: a path broken across lines cannot be pasted
         lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,

@@ -135,8 +135,9 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
     vd = verdict(held, cap, low, high, margin, outside=out_b)
     notes = [
         acts.note if acts is not None else
-        ("activations: torchtitan modules (fused RMSNorm, flash SDPA, unfused SwiGLU, fp32 loss logits), FSDP2 "
-         "walk of the backward (tests/titan_trace.py traces)" if titan else
+        ("activations: torchtitan modules (fused RMSNorm, flash SDPA, "
+         f"{'compiled' if plan.training.compile else 'unfused'} SwiGLU, fp32 loss logits), FSDP2 walk of the "
+         "backward (tests/titan_trace.py traces)" if titan else
          "activations: megatron-core 0.16.1 + Transformer Engine 2.13 saved tensors (fused attention, fused "
          "SwiGLU/RoPE)" + (", dropout masks" if plan.model.hidden_dropout or plan.model.attention_dropout
                            else ", no dropout")),
@@ -219,7 +220,9 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
     elif plan.training.precision == "fp4":
         notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
-        notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
+        notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only: what inductor's partitioner "
+                     "saves for the backward (dense and MoE blocks traced on the meta device, "
+                     "tests/titan_trace.py compiled_block_saved_bytes)")
     if titan and acts is None:
         side = titan_stage_parts(*titan_args(plan))[worst.stage][1].get("side_pools_reserved", 0.0)
         notes.append(f"FSDP2 side streams (expandable segments are per stream): {side / GiB:.1f} GiB reserved beyond "

@@ -56,9 +56,15 @@ def projection_result(st: Steps, mode: str, record_timeline: bool = False,
     timeline: list[TimelineEvent] = []
     # stages are numbered from 0 as in the memory's "worst stage" and --json's memory.stages ("critical stage 3 of
     # 4" read as the third of four where it was the last)
-    notes = [f"time breakdown of pipeline stage {it.critical_stage} (the busiest; stages 0-{pp - 1}); {nmb} "
-             f"micro-batches; schedule {pipe.schedule or schedule_name(plan)}" if pp > 1 else
-             f"{nmb} micro-batches; schedule {pipe.schedule or schedule_name(plan)}"]
+    mbs = f"{nmb} micro-batch{'es' if nmb != 1 else ''}; schedule {pipe.schedule or schedule_name(plan)}"
+    notes = [f"time breakdown of pipeline stage {it.critical_stage} (the busiest; stages 0-{pp - 1}); {mbs}"
+             if pp > 1 else mbs]
+    ids16 = sorted(plan.bf16_layer_ids()) if st.setup.lt_bf16 is not None else []
+    if ids16:  # the per-op tables of --explain price the FP8 / FP4 layers; say where the BF16 ones went
+        notes.append(f"{len(ids16)} decoder layer{'s' if len(ids16) != 1 else ''} (ids {', '.join(map(str, ids16))}) "
+                     f"timed in BF16 (--first-last-layers-bf16: out of the {plan.training.precision.upper()} "
+                     "context): their GEMMs at the BF16 peak, on the stages holding them; the per-layer tables "
+                     f"below are the {plan.training.precision.upper()} layers'")
     if record_timeline:
         timeline = list(pipe.events)
         end = makespan
