@@ -38,6 +38,7 @@ from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, kn
 
 if TYPE_CHECKING:
     from primus_launch.executor import Executor
+    from primus_launch.tuner.progress import Progress
 
 EXACT_COUNT_LIMIT = 40_000   # planner: pre-filter the whole space up to this many candidates, else sample
 SAMPLE_SIZE = 2_000          # stride sample of larger spaces (legal fraction, pre-filter cost)
@@ -215,16 +216,7 @@ def tune(
     claimed (``res.gain`` 0, ``res.no_reference`` the reason) and no tie-break against the seed.
     """
     t0 = time.monotonic()
-    if not 0.0 <= memory_margin < 1.0:
-        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
-    if memory_basis not in ("reserved", "allocated"):
-        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
-    if budget is not None and budget < 1:
-        raise PlanError("budget", budget, "at least 1 scored candidate")
-    if workers is not None and workers < 1:
-        raise PlanError("workers", workers, "at least 1 process")
-    if max_work is not None and max_work < 1:
-        raise PlanError("max_work", max_work, "at least 1 work unit")
+    _check_tune_args(memory_margin, memory_basis, budget, workers, max_work)
     allowed = check_allow(allow)
     cfg = space or SpaceConfig()
     if allowed:
@@ -240,139 +232,48 @@ def tune(
     own = knobs_of(plan)
 
     bnb = exhaustive is None and budget is None and llm_model is None and score_is_dry_run
+    est: Optional[_Estimate] = None
+    est_s = why_not = None
     if bnb:
-        est = None
         baseline = _score_baseline(plan, sp, memo, own)
-        est_s = None
-        why_not = None
         exhaustive = False
     else:
-        # size and cost first: a stride sample of the space (exact when the space is small)
-        est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
-                        else SAMPLE_SIZE)
-        tb = time.perf_counter()
-        baseline = _score_baseline(plan, sp, memo, own)
-        est.time_scoring(sp, memo, time.perf_counter() - tb)
+        est, baseline = _estimate_and_baseline(plan, sp, memo, own, exhaustive)
         est_s = est.exhaustive_s(n_workers)
-        if exhaustive is None:
-            exhaustive = False
-            why_not = ("the planner searched: a scoring budget or a language model was given" if score_is_dry_run
-                       else "the planner searched: the branch and bound's bounds are of the dry-run projection")
-        else:   # the brute force runs to its end unless --time-limit stops it (no load-dependent cut-off)
-            why_not = None if exhaustive else "the planner searched, as asked"
-    if baseline is not None and not baseline.memory.fits and no_reference is None:
-        warnings.append(("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
-                         "by --memory-certain" if memory_certain else
-                         "the original plan's point estimate of its peak is over the usable capacity (tight: more "
-                         "likely to run out of memory than not)") + "; gain is relative to it anyway"
-                        if baseline.memory.verdict == "tight" else
-                        "the original plan does not fit in memory by the projection; gain is relative to it anyway")
+        exhaustive, why_not = _search_kind(exhaustive, score_is_dry_run)
+    if no_reference is None:
+        warnings.extend(_baseline_warnings(baseline, memory_certain))
 
     certificate = None
     # branch and bound counts its space exactly (its certificate bounds memory itself: no pre-filter count)
     legal, exact = (len(sp), True) if est is None else (est.legal, est.exact)
     prog = None
-    if bnb and executor is None and workers is not None and workers > 1:
-        from primus_launch.executor import LocalProcesses
-
-        executor = LocalProcesses(workers)
     if bnb:
+        if executor is None and workers is not None and workers > 1:
+            from primus_launch.executor import LocalProcesses
+
+            executor = LocalProcesses(workers)
         certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor,
                                         memory_certain, start=t0)
     elif exhaustive:
-        from primus_launch.tuner.exhaustive import sweep
-
-        if progress:
-            from primus_launch.tuner.progress import Progress
-
-            prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, start=t0)
-        out = sweep(sp, memo, n_workers, progress=prog, executor=executor)
-        legal, exact = out.legal, out.complete
-        if out.complete:
-            text = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
-                    f"pre-filtered, {out.scored_ok:,} scored")
-            text += f", {out.failed:,} the projection could not score)" if out.failed else ")"
-            certificate = Certificate(certified=True, plans=len(sp), scored=out.scored_ok,
-                                      bounded_memory=len(sp) - out.scored_ok, text=text)
-        else:
-            warnings.append(f"stopped at the time limit of {time_limit_s} s after {out.done:,} of {len(sp):,} "
-                            "candidates: best of those, not of the whole space")
+        legal, exact, certificate, prog = _run_exhaustive(sp, memo, n_workers, baseline, warnings, progress=progress,
+                                                          executor=executor, time_limit_s=time_limit_s, start=t0)
     else:
-        if budget is None:
-            budget = max(20, min(DEFAULT_MAX_BUDGET, math.floor(0.1 * est.legal)))
-        memo.budget = budget
-        if progress:
-            from primus_launch.tuner.progress import Progress
-
-            prog = Progress(total=budget, baseline_s=baseline.iteration_time_s, start=t0)
-            memo.progress = prog
-        advisor = None
-        if llm_model:
-            from primus_launch.tuner.llm import LLMAdvisor
-
-            advisor = LLMAdvisor(llm_model, None, rounds=llm_rounds, timeout_s=llm_timeout_s)
-        try:
-            if len(sp) <= INDEX_LIMIT:
-                engine = Engine(plan, list(sp), memo=memo)
-                if len(sp) <= EXACT_COUNT_LIMIT:
-                    legal, exact = int(engine.prefilter_all().sum()), True
-                Planner(engine).run(own, between=advisor.run if advisor is not None else None)
-            else:
-                hierarchical(sp, memo, own, between=advisor.run if advisor is not None else None)
-        except Exhausted:
-            if memo.budget is not None and memo.scored >= memo.budget:
-                warnings.append(f"stopped at the budget of {budget} scored candidates")
-            else:
-                warnings.append(f"stopped at the time limit of {time_limit_s} s")
-        if advisor is not None:
-            warnings.extend(advisor.warnings)
+        legal, exact, prog = _run_planner(
+            plan, sp, memo, own, baseline, warnings, legal=(legal, exact),
+            budget=budget if budget is not None else max(20, min(DEFAULT_MAX_BUDGET, math.floor(0.1 * est.legal))),
+            progress=progress, llm=(llm_model, llm_rounds, llm_timeout_s), time_limit_s=time_limit_s, start=t0)
     if prog is not None:
         prog.close(memo)
 
     # the best: fastest that fits; ties by the space's order (the recipe's own values first)
-    fitting = [k for k, r in memo.results.items() if r.memory.fits]
-    if not fitting and not baseline.memory.fits and rule == "point" and (
-            baseline.memory.verdict == "tight" or any(r.memory.verdict == "tight" for r in memo.results.values())):
-        rule = _band_rule(memo, warnings)
-        warnings[:] = [w for w in warnings if not w.startswith("the original plan's point estimate")]
-        baseline = memo.results.get(own, readmitted(baseline)) if baseline.memory.verdict == "tight" else baseline
-        fitting = [k for k, r in memo.results.items() if r.memory.fits]
-    order = {k: (sp.index(k) if sp.index(k) is not None else -1) for k in fitting}
-    bk = min(fitting, key=lambda k: (memo.results[k].iteration_time_s, order[k]), default=None)
-    tie_note = None
-    if bk is not None and baseline.memory.fits and memo.results[bk].iteration_time_s == baseline.iteration_time_s \
-            and no_reference is None:
-        bk, tie_note = _tie_break(baseline, {k: memo.results[k] for k in fitting}, order)
-    if bk is not None and (not baseline.memory.fits or memo.results[bk].iteration_time_s < baseline.iteration_time_s
-                           or tie_note is not None or no_reference is not None):
-        best_plan = validated(apply_knobs(plan, bk))
-        best = memo.results[bk]
-    else:
-        best_plan, best = plan, baseline
-        if bk is None and baseline.memory.fits:
-            # said only where it is so: the original kept as the fastest of several fitting plans (the tie-break
-            # returns no plan) or as proven best (every other plan bounded out) is the answer, not a failure
-            if not any(k != own for k in fitting) and not (certificate is not None and certificate.certified):
-                # stopped at the work limit with plans open, "no candidate ... found" read as "none exists" (user12)
-                stopped = (f" before the work limit stopped the search ({certificate.open:,} plans open: raise "
-                           "--max-work)" if certificate is not None and certificate.open else "")
-                warnings.append(f"no candidate that fits was found{stopped}; the original plan is kept")
-        elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
-            warnings.append("no plan fits in memory" if no_reference else
-                            "no plan fits in memory, the recipe's own neither")
+    fitting, rule, baseline = _admitted_fitting(memo, own, baseline, rule, warnings)
+    bk, tie_note = _fastest_fitting(memo, sp, fitting, baseline, no_reference)
+    best_plan, best = _answer(plan, memo, own, fitting, bk, baseline, tie_note=tie_note, no_reference=no_reference,
+                              certificate=certificate, warnings=warnings)
     for w in warnings if echo_warnings and (bk is not None or baseline.memory.fits) else []:  # else kept in the result's
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
-    # the table: the plans the rule admits, and under ``point`` the tight ones over the capacity, marked
-    scored_fit = [t for t in memo.trials if t.status == "scored" and (t.fits or rule == "point" and t.verdict == "tight")]
-    # ties in time: the chosen best first
-    best_changes = plan_changes(plan, best_plan)
-    ranked = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))
-    top = same_runs_collapsed(plan, ranked, top_n)
-    same_runs = len(ranked[:ranked.index(top[-1]) + 1]) - len(top) if top else 0
-    answer = next((t for t in ranked if t.changes == best_changes), None)
-    if top and answer is not None and answer not in top:
-        # more tight-over-capacity rows than the table holds precede the answer: the answer takes the last row
-        top = top[:-1] + [answer]
+    top, same_runs = _top_table(plan, memo, rule, best_plan, top_n)
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
         gain=0.0 if no_reference else baseline.iteration_time_s / best.iteration_time_s - 1.0,
@@ -394,6 +295,196 @@ def tune(
         res.training_run = {"original": training_run(baseline, training_tokens, gpu_hour_price),
                             "best": training_run(best, training_tokens, gpu_hour_price)}
     return res
+
+
+def _check_tune_args(memory_margin: float, memory_basis: str, budget: Optional[int], workers: Optional[int],
+                     max_work: Optional[int]) -> None:
+    """The numeric and named arguments of :func:`tune` checked: a one-line :class:`PlanError` naming the field,
+    the value and what is allowed."""
+    if not 0.0 <= memory_margin < 1.0:
+        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
+    if memory_basis not in ("reserved", "allocated"):
+        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
+    if budget is not None and budget < 1:
+        raise PlanError("budget", budget, "at least 1 scored candidate")
+    if workers is not None and workers < 1:
+        raise PlanError("workers", workers, "at least 1 process")
+    if max_work is not None and max_work < 1:
+        raise PlanError("max_work", max_work, "at least 1 work unit")
+
+
+def _estimate_and_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs,
+                           exhaustive: Optional[bool]) -> tuple[_Estimate, ProjectionResult]:
+    """The planner's and the brute force's first step: the space's size and cost from a stride sample (exact,
+    every candidate pre-filtered, when the planner runs on a space of at most :data:`EXACT_COUNT_LIMIT`), then
+    the recipe's own plan scored (:func:`_score_baseline`), its time the first sample of the scoring cost."""
+    est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
+                    else SAMPLE_SIZE)
+    tb = time.perf_counter()
+    baseline = _score_baseline(plan, sp, memo, own)
+    est.time_scoring(sp, memo, time.perf_counter() - tb)
+    return est, baseline
+
+
+def _search_kind(exhaustive: Optional[bool], score_is_dry_run: bool) -> tuple[bool, Optional[str]]:
+    """(brute force or not, why there is no certificate) of a search that is not the branch and bound:
+    ``exhaustive`` None runs the planner (a budget, a language model or a score other than the dry-run's
+    asked for it); the brute force runs to its end unless ``--time-limit`` stops it (no load-dependent
+    cut-off)."""
+    if exhaustive is None:
+        return False, ("the planner searched: a scoring budget or a language model was given" if score_is_dry_run
+                       else "the planner searched: the branch and bound's bounds are of the dry-run projection")
+    return exhaustive, None if exhaustive else "the planner searched, as asked"
+
+
+def _baseline_warnings(baseline: Optional[ProjectionResult], memory_certain: bool) -> list[str]:
+    """The warning (none, or one) that the recipe's own plan does not fit or is tight in memory: the gain is
+    relative to it anyway."""
+    if baseline is None or baseline.memory.fits:
+        return []
+    return [("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
+             "by --memory-certain" if memory_certain else
+             "the original plan's point estimate of its peak is over the usable capacity (tight: more "
+             "likely to run out of memory than not)") + "; gain is relative to it anyway"
+            if baseline.memory.verdict == "tight" else
+            "the original plan does not fit in memory by the projection; gain is relative to it anyway"]
+
+
+def _run_exhaustive(sp: Space, memo: Memo, n_workers: int, baseline: ProjectionResult, warnings: list[str], *,
+                    progress: bool, executor: Optional["Executor"], time_limit_s: Optional[float],
+                    start: float) -> tuple[int, bool, Optional[Certificate], Optional["Progress"]]:
+    """The brute force (``exhaustive.py``): every candidate pre-filtered and every legal one scored on
+    ``n_workers`` processes or ``executor``'s.  Returns (legal plans, whether that count is exact, the
+    certificate when it ran to its end, the progress bar to close); stopped at ``time_limit_s`` it adds a
+    warning instead of a certificate."""
+    from primus_launch.tuner.exhaustive import sweep
+
+    prog = None
+    if progress:
+        from primus_launch.tuner.progress import Progress
+
+        prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, start=start)
+    out = sweep(sp, memo, n_workers, progress=prog, executor=executor)
+    certificate = None
+    if out.complete:
+        text = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
+                f"pre-filtered, {out.scored_ok:,} scored")
+        text += f", {out.failed:,} the projection could not score)" if out.failed else ")"
+        certificate = Certificate(certified=True, plans=len(sp), scored=out.scored_ok,
+                                  bounded_memory=len(sp) - out.scored_ok, text=text)
+    else:
+        warnings.append(f"stopped at the time limit of {time_limit_s} s after {out.done:,} of {len(sp):,} "
+                        "candidates: best of those, not of the whole space")
+    return out.legal, out.complete, certificate, prog
+
+
+def _run_planner(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult, warnings: list[str], *,
+                 legal: tuple[int, bool], budget: int, progress: bool, llm: tuple[Optional[str], int, float],
+                 time_limit_s: Optional[float], start: float) -> tuple[int, bool, Optional["Progress"]]:
+    """The planner (``planner.py``) from the recipe's own knobs, for at most ``budget`` scorings: the whole
+    space indexed up to :data:`INDEX_LIMIT` candidates (and pre-filtered whole, for an exact legal count, up
+    to :data:`EXACT_COUNT_LIMIT`), else :func:`planner.hierarchical`; with ``llm`` = (model, rounds,
+    timeout s) an :class:`LLMAdvisor` between its rounds.  Returns (legal plans, whether exact -- ``legal``,
+    the estimate's, unless counted here -- and the progress bar to close); where the budget or the time
+    limit stopped it, a warning says which."""
+    legal_n, exact = legal
+    memo.budget = budget
+    prog = None
+    if progress:
+        from primus_launch.tuner.progress import Progress
+
+        prog = Progress(total=budget, baseline_s=baseline.iteration_time_s, start=start)
+        memo.progress = prog
+    llm_model, llm_rounds, llm_timeout_s = llm
+    advisor = None
+    if llm_model:
+        from primus_launch.tuner.llm import LLMAdvisor
+
+        advisor = LLMAdvisor(llm_model, None, rounds=llm_rounds, timeout_s=llm_timeout_s)
+    try:
+        if len(sp) <= INDEX_LIMIT:
+            engine = Engine(plan, list(sp), memo=memo)
+            if len(sp) <= EXACT_COUNT_LIMIT:
+                legal_n, exact = int(engine.prefilter_all().sum()), True
+            Planner(engine).run(own, between=advisor.run if advisor is not None else None)
+        else:
+            hierarchical(sp, memo, own, between=advisor.run if advisor is not None else None)
+    except Exhausted:
+        if memo.budget is not None and memo.scored >= memo.budget:
+            warnings.append(f"stopped at the budget of {budget} scored candidates")
+        else:
+            warnings.append(f"stopped at the time limit of {time_limit_s} s")
+    if advisor is not None:
+        warnings.extend(advisor.warnings)
+    return legal_n, exact, prog
+
+
+def _admitted_fitting(memo: Memo, own: Knobs, baseline: ProjectionResult, rule: str,
+                      warnings: list[str]) -> tuple[list[Knobs], str, ProjectionResult]:
+    """(the scored knobs that fit, the memory rule, the baseline) once the search is over: under the ``point``
+    rule with no plan fitting, the recipe's own neither, and a ``tight`` one among them, the ``band`` rule
+    (:func:`_band_rule`) re-admits the tight plans, the baseline too, and drops the point-estimate warning."""
+    fitting = [k for k, r in memo.results.items() if r.memory.fits]
+    if not fitting and not baseline.memory.fits and rule == "point" and (
+            baseline.memory.verdict == "tight" or any(r.memory.verdict == "tight" for r in memo.results.values())):
+        rule = _band_rule(memo, warnings)
+        warnings[:] = [w for w in warnings if not w.startswith("the original plan's point estimate")]
+        baseline = memo.results.get(own, readmitted(baseline)) if baseline.memory.verdict == "tight" else baseline
+        fitting = [k for k, r in memo.results.items() if r.memory.fits]
+    return fitting, rule, baseline
+
+
+def _fastest_fitting(memo: Memo, sp: Space, fitting: list[Knobs], baseline: ProjectionResult,
+                     no_reference: Optional[str]) -> tuple[Optional[Knobs], Optional[str]]:
+    """(the fastest fitting knobs, the tie-break's note): ties in time by the space's order (the recipe's own
+    values first); one that ties the recipe's own plan goes through :func:`_tie_break` (not with
+    ``no_reference``)."""
+    order = {k: (sp.index(k) if sp.index(k) is not None else -1) for k in fitting}
+    bk = min(fitting, key=lambda k: (memo.results[k].iteration_time_s, order[k]), default=None)
+    tie_note = None
+    if bk is not None and baseline.memory.fits and memo.results[bk].iteration_time_s == baseline.iteration_time_s \
+            and no_reference is None:
+        bk, tie_note = _tie_break(baseline, {k: memo.results[k] for k in fitting}, order)
+    return bk, tie_note
+
+
+def _answer(plan: Plan, memo: Memo, own: Knobs, fitting: list[Knobs], bk: Optional[Knobs],
+            baseline: ProjectionResult, *, tie_note: Optional[str], no_reference: Optional[str],
+            certificate: Optional[Certificate], warnings: list[str]) -> tuple[Plan, ProjectionResult]:
+    """(best plan, its projection): the fastest fitting plan ``bk`` where it beats the recipe's own (or that
+    does not fit, or the tie-break chose it, or there is no reference), else the recipe's own plan, with a
+    warning where no plan that fits was found or none fits at all."""
+    if bk is not None and (not baseline.memory.fits or memo.results[bk].iteration_time_s < baseline.iteration_time_s
+                           or tie_note is not None or no_reference is not None):
+        return validated(apply_knobs(plan, bk)), memo.results[bk]
+    if bk is None and baseline.memory.fits:
+        # said only where it is so: the original kept as the fastest of several fitting plans (the tie-break
+        # returns no plan) or as proven best (every other plan bounded out) is the answer, not a failure
+        if not any(k != own for k in fitting) and not (certificate is not None and certificate.certified):
+            # stopped at the work limit with plans open, "no candidate ... found" read as "none exists" (user12)
+            stopped = (f" before the work limit stopped the search ({certificate.open:,} plans open: raise "
+                       "--max-work)" if certificate is not None and certificate.open else "")
+            warnings.append(f"no candidate that fits was found{stopped}; the original plan is kept")
+    elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
+        warnings.append("no plan fits in memory" if no_reference else
+                        "no plan fits in memory, the recipe's own neither")
+    return plan, baseline
+
+
+def _top_table(plan: Plan, memo: Memo, rule: str, best_plan: Plan, top_n: int) -> tuple[list[Trial], int]:
+    """(the answer's table, the plans dropped from it as the same run): the scored plans the rule admits (under
+    ``point`` the tight ones over the capacity too, marked), fastest first, ties in time with the chosen best
+    first, the same runs collapsed (:func:`same_runs_collapsed`); where more tight-over-capacity rows than the
+    table holds precede the answer, the answer takes the last row."""
+    scored_fit = [t for t in memo.trials if t.status == "scored" and (t.fits or rule == "point" and t.verdict == "tight")]
+    best_changes = plan_changes(plan, best_plan)
+    ranked = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))
+    top = same_runs_collapsed(plan, ranked, top_n)
+    same_runs = len(ranked[:ranked.index(top[-1]) + 1]) - len(top) if top else 0
+    answer = next((t for t in ranked if t.changes == best_changes), None)
+    if top and answer is not None and answer not in top:
+        top = top[:-1] + [answer]
+    return top, same_runs
 
 
 def _band_rule(memo: Memo, warnings: list[str]) -> str:
