@@ -409,20 +409,9 @@ class BranchBound:
         one; a count: the same place on any machine), from the incumbent's index and the plans scored so
         far; the plans it scored (each a plan of the space, its score the search's own) join the scored and
         the fastest one ``usable`` becomes the incumbent when it is faster (:meth:`_warm_start`)."""
-        sp, bm = self.space, self.bm
-        sizes = np.diff(sp.offsets).copy()
-        self.tight = Incumbent()
-        if seed is not None:
-            self._second_tier(seed[1], seed[0])
-        self.seed = seed[0] if seed is not None else None
-        #: plans of the space scored before their structure was met (the seed, a warm start's): never again
-        self.skip: set[int] = set()
-        if self.seed is not None:   # its structure holds one plan fewer to bound
-            self.skip.add(self.seed)
-            sizes[sp.struct_of(self.seed)] -= 1
-        n_total = int(sizes.sum()) + (seed is not None)
-        lb = bm.level1_all()
-        od = Order(lb, bm)
+        sizes, n_total = self._seeded(seed)
+        lb = self.bm.level1_all()
+        od = Order(lb, self.bm)
         res = SearchResult(inc=inc)
         if seed is not None:
             res.scored.append(seed)
@@ -450,25 +439,10 @@ class BranchBound:
                 expand, bnd, s = h
                 if inc.reached(bnd):
                     break
-                if expand:
-                    if max_work is not None and c["work"] >= max_work:
-                        stopped = True
-                        break
-                    n0 = len(priced)
-                    step = od.take(priced)
-                    c["work"] += (len(priced) - n0) * WORK_PREFILTER
-                    if step is False:   # its next node's bound: back in line
-                        continue
-                    if step:
-                        c["bounded_memory"] += int(sizes[s])
-                    else:
-                        known = ahead.get(s) if ahead is not None else None
-                        o = Oracle(self, s, known)
-                        self.expand(o, inc, res, c, od.node_map(s))
-                        res.recomputed += o.computed
-                elif od.take():
-                    c["bounded_memory"] += int(sizes[s])
-                else:   # refined: the floor of what follows the pipeline, then back in line
+                if expand and max_work is not None and c["work"] >= max_work:
+                    stopped = True
+                    break
+                if not self._advance(od, expand, s, inc, res, c, sizes, ahead):
                     continue
                 met.add(s)
                 done += int(sizes[s])
@@ -479,6 +453,58 @@ class BranchBound:
             if ahead is not None:
                 ahead.close()
                 executor.stop(finished)
+        res.certificate = self._certificate(od, lb, inc, res, c, sizes, n_total, stopped)
+        if progress is not None:
+            progress(n_total if not stopped else done, n_total, inc.t)
+        return res
+
+    def _seeded(self, seed: Optional[tuple[int, ProjectionResult]]) -> tuple[np.ndarray, int]:
+        """The search's state reset for a run from ``seed`` (:meth:`run`): the second tier, :attr:`seed` and
+        :attr:`skip` (the seed, never bounded or scored again); returns (plans to count in each structure --
+        the seed's holds one fewer --, the plans in all, the seed counted once)."""
+        sizes = np.diff(self.space.offsets).copy()
+        self.tight = Incumbent()
+        if seed is not None:
+            self._second_tier(seed[1], seed[0])
+        self.seed = seed[0] if seed is not None else None
+        #: plans of the space scored before their structure was met (the seed, a warm start's): never again
+        self.skip: set[int] = set()
+        if self.seed is not None:   # its structure holds one plan fewer to bound
+            self.skip.add(self.seed)
+            sizes[self.space.struct_of(self.seed)] -= 1
+        return sizes, int(sizes.sum()) + (seed is not None)
+
+    def _advance(self, od: Order, expand: bool, s: int, inc: Incumbent, res: SearchResult, c: dict,
+                 sizes: np.ndarray, ahead: Optional[_Ahead]) -> bool:
+        """One step of the order's head, structure ``s``: an expansion's next node taken (its memory groups priced
+        and counted as work), the structure bounded out by memory, or expanded (:meth:`expand`, from a worker's
+        expansion when ``ahead`` sent it); else its refined bound taken.  Returns whether ``s``'s plans are now
+        all counted (False: it went back in line with its next bound)."""
+        if expand:
+            priced = c["priced"]
+            n0 = len(priced)
+            step = od.take(priced)
+            c["work"] += (len(priced) - n0) * WORK_PREFILTER
+            if step is False:   # its next node's bound: back in line
+                return False
+            if step:
+                c["bounded_memory"] += int(sizes[s])
+            else:
+                known = ahead.get(s) if ahead is not None else None
+                o = Oracle(self, s, known)
+                self.expand(o, inc, res, c, od.node_map(s))
+                res.recomputed += o.computed
+        elif od.take():
+            c["bounded_memory"] += int(sizes[s])
+        else:   # refined: the floor of what follows the pipeline, then back in line
+            return False
+        return True
+
+    def _certificate(self, od: Order, lb: np.ndarray, inc: Incumbent, res: SearchResult, c: dict,
+                     sizes: np.ndarray, n_total: int, stopped: bool) -> Certificate:
+        """The search's certificate once its loop is over: every plan not met is bounded out by time (the loop
+        ended on a bound at the incumbent), or, ``stopped`` at the work limit, open, with the lowest open bound
+        and the gap ``best / lowest open bound - 1``."""
         rest = od.rest()
         left = int(sizes[rest].sum()) if rest else 0
         open_lb = None
@@ -488,6 +514,7 @@ class BranchBound:
         if not stopped:
             c["bounded_time"] += left
         best = inc.t if inc.t != float("inf") else None
+        priced = c["priced"]
         cert = Certificate(
             certified=not stopped and c["violations"] == 0, plans=n_total, scored=len(res.scored),
             bounded_time=c["bounded_time"], bounded_memory=c["bounded_memory"] + len(res.rejected),
@@ -497,10 +524,7 @@ class BranchBound:
             structs_expanded=c["expanded"], bound_violations=c["violations"],
             memory_groups=len(priced), memory_groups_fit=len((od.fit | c.get("fit", set())) & priced))
         cert.text = certificate_text(cert, self.memory_certain)
-        res.certificate = cert
-        if progress is not None:
-            progress(n_total if not stopped else done, n_total, inc.t)
-        return res
+        return cert
 
     def _warm_start(self, warm: "Warm", inc: Incumbent, res: SearchResult, c: dict, sizes: np.ndarray,
                     met: set[int]) -> int:
