@@ -177,23 +177,39 @@ def knob_problems(plan: "Plan") -> list[Problem]:
     the compiled model (``CompileConfig.__post_init__`` in 0.3, ``parallelize`` in v0.2), the FSDP
     float8 all-gather needs FSDP and tensorwise scaling (torchao ``Float8LinearConverter``)."""
     if plan.framework == "torchtitan":
-        t, p = plan.training, plan.parallel
-        out_t: list[Problem] = []
-        if t.tp_comm_overlap and p.tp > 1 and not t.compile:
-            out_t.append(("training.tp_comm_overlap", True, "async TP needs torch.compile of the model"))
-        if t.fp8_param_gather and (t.precision != "fp8" or p.dp_sharding != "full"
-                                   or t.fp8_recipe not in (None, "tensorwise")):
-            out_t.append(("training.fp8_param_gather", True, "FSDP float8 all-gather: FSDP and tensorwise scaling"))
-        return out_t
+        return _titan_knob_problems(plan)
     if plan.framework != "megatron":
         return []
-    m, p, t = plan.model, plan.parallel, plan.training
-    r, o = t.recompute, t.offload
+    return [*_recompute_and_router_problems(plan), *_ep_overlap_problems(plan), *_cuda_graph_problems(plan),
+            *_offload_problems(plan), *_optimizer_problems(plan)]
+
+
+def _titan_knob_problems(plan: "Plan") -> list[Problem]:
+    """TorchTitan's rules of the tuner's knobs (:func:`knob_problems`): async TP needs the compiled model, the
+    FSDP float8 all-gather needs FSDP and tensorwise scaling."""
+    t, p = plan.training, plan.parallel
     out: list[Problem] = []
-    sel = r.granularity == "selective"
-    mods = set(r.modules) if sel else set()
+    if t.tp_comm_overlap and p.tp > 1 and not t.compile:
+        out.append(("training.tp_comm_overlap", True, "async TP needs torch.compile of the model"))
+    if t.fp8_param_gather and (t.precision != "fp8" or p.dp_sharding != "full"
+                               or t.fp8_recipe not in (None, "tensorwise")):
+        out.append(("training.fp8_param_gather", True, "FSDP float8 all-gather: FSDP and tensorwise scaling"))
+    return out
+
+
+def _selective_modules(plan: "Plan") -> set[str]:
+    """The recompute modules of ``plan`` (empty unless its recompute granularity is ``selective``)."""
+    r = plan.training.recompute
+    return set(r.modules) if r.granularity == "selective" else set()
+
+
+def _recompute_and_router_problems(plan: "Plan") -> list[Problem]:
+    """Megatron's rules of the selective recompute modules (``transformer_config.py`` ``__post_init__``), of the
+    router's padding for quantization and of the flex dispatcher (:func:`knob_problems`)."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    mods = _selective_modules(plan)
     fp8_delayed = t.precision == "fp8" and t.fp8_recipe in (None, "delayed")
-    # --- recompute modules
+    out: list[Problem] = []
     if "moe_act" in mods and not t.moe_grouped_gemm:
         out.append(("training.recompute.modules", "moe_act", "needs moe_grouped_gemm"))
     if "mla_up_proj" in mods and not m.multi_latent_attention:
@@ -209,7 +225,15 @@ def knob_problems(plan: "Plan") -> list[Problem]:
     if m.is_moe and t.moe_token_dispatcher in ("deepep", "hybridep") and p.expert_tp * p.ep <= 1:
         out.append(("training.moe_token_dispatcher", t.moe_token_dispatcher, "the flex dispatcher needs expert TP x "
                                                                              "EP > 1"))
-    # --- EP overlap and delayed wgrad
+    return out
+
+
+def _ep_overlap_problems(plan: "Plan") -> list[Problem]:
+    """Megatron's rules of the EP communication overlap (``overlap_moe_expert_parallel_comm``), the delayed
+    wgrad, and the knobs that need Transformer Engine layers (:func:`knob_problems`)."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    r, o = t.recompute, t.offload
+    out: list[Problem] = []
     if t.overlap_moe_expert_parallel_comm:
         why = None
         if not m.is_moe or p.ep <= 1:
@@ -239,7 +263,17 @@ def knob_problems(plan: "Plan") -> list[Problem]:
     if local_layers(plan) and o.activation_modules:
         out.append(("training.offload.activation_modules", ",".join(o.activation_modules),
                     "fine-grained activation offloading needs transformer_impl transformer_engine (local layers)"))
-    # --- CUDA graphs
+    return out
+
+
+def _cuda_graph_problems(plan: "Plan") -> list[Problem]:
+    """Megatron's rules of the CUDA graph implementation and scopes (``transformer_config.py``: scopes,
+    drop-padding MoE, recompute under graphs, no CPU offloading) (:func:`knob_problems`)."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    r, o = t.recompute, t.offload
+    sel = r.granularity == "selective"
+    mods = _selective_modules(plan)
+    out: list[Problem] = []
     if t.cuda_graph_impl != "none":
         sc = set(t.cuda_graph_scope)
         whole = not sc or "full_iteration" in sc
@@ -284,7 +318,15 @@ def knob_problems(plan: "Plan") -> list[Problem]:
                                                                      "hidden_dropout 0"))
         if o.activation_layers:
             out.append(("training.offload.activation_layers", o.activation_layers, "not with CUDA graphs"))
-    # --- offloading
+    return out
+
+
+def _offload_problems(plan: "Plan") -> list[Problem]:
+    """Megatron's rules of CPU activation offloading, fine-grained activation offloading, the optimizer
+    offload and the chunked optimizer-state offload (:func:`knob_problems`)."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    r, o = t.recompute, t.offload
+    out: list[Problem] = []
     if o.activation_layers:
         if o.activation_layers >= m.num_layers:
             out.append(("training.offload.activation_layers", o.activation_layers, f"< num_layers={m.num_layers}"))
@@ -326,7 +368,14 @@ def knob_problems(plan: "Plan") -> list[Problem]:
                 if getattr(t, name) not in ("fp32", "bf16"):
                     out.append((f"training.{name}", getattr(t, name), "fp32 or bf16 with the chunked "
                                                                       "optimizer-state offload"))
-    # --- optimizer, sharding
+    return out
+
+
+def _optimizer_problems(plan: "Plan") -> list[Problem]:
+    """Megatron's rules of the optimizer and the data-parallel sharding: Muon, the precision-aware optimizer,
+    Megatron-FSDP, the FP8 parameter all-gather (:func:`knob_problems`)."""
+    p, t = plan.parallel, plan.training
+    out: list[Problem] = []
     if t.optimizer == "muon":
         # Megatron-LM 2edffadb52 arguments.py validate_args / optimizer/muon.py: no distributed optimizer or FSDP,
         # no fp16; plain muon (not dist_muon) without the DP overlaps
