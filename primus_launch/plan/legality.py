@@ -31,10 +31,33 @@ def max_virtual_stages(layers: int) -> int:
 
 def legality_problems(plan: PlanSections) -> list[Problem]:
     """Every rule ``plan`` breaks, as (field, value, what is allowed); empty when legal."""
-    m, p, t, c = plan.model, plan.parallel, plan.training, plan.cluster
+    early = _bound_problems(plan)
+    if early:
+        return early
+    p, c = plan.parallel, plan.cluster
+    dp = c.world_size // (p.tp * p.cp * p.pp)
     out: list[Problem] = []
+    if c.nvlink_domain is not None and c.nvlink_domain % c.gpus_per_node:
+        out.append(("cluster.nvlink_domain", c.nvlink_domain, f"a multiple of gpus_per_node={c.gpus_per_node}"))
+    out += _shape_problems(plan)
+    out += _attention_backend_problems(plan)
+    out += _layer_pattern_problems(plan)
+    out += _hybrid_problems(plan)
+    out += _moe_problems(plan)
+    out += _pipeline_problems(plan)
+    out += _precision_and_overlap_problems(plan, dp)
+    out += _recompute_problems(plan)
+    out += _named_choice_problems(plan)
+    out += _batch_problems(plan, dp)
+    return out
+
+
+def _bound_problems(plan: PlanSections) -> list[Problem]:
+    """The bounds checked before any other rule (one problem, or none): the world size, the virtual stages
+    (:func:`max_virtual_stages`) and tp x cp x pp dividing the world size; past them nothing
+    :func:`legality_problems` computes allocates more than these allow (``sections.LIMITS`` bounds each field)."""
+    m, p, c = plan.model, plan.parallel, plan.cluster
     W = c.world_size
-    # bounds first (sections.LIMITS bounds each field): nothing below allocates more than these allow
     if W > MAX_WORLD_SIZE:
         return [("cluster", f"{c.num_nodes} nodes x {c.gpus_per_node} GPUs = {W:,}",
                  f"at most {MAX_WORLD_SIZE:,} GPUs (the projection's bound)")]
@@ -45,11 +68,14 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                                         f"{m.num_layers + m.mtp_num_layers} layers")]
     mp = p.tp * p.cp * p.pp
     if W % mp:
-        out.append(("parallel", f"tp*cp*pp={mp}", f"must divide world size {W} (nodes x gpus_per_node)"))
-        return out
-    dp = W // mp
-    if c.nvlink_domain is not None and c.nvlink_domain % c.gpus_per_node:
-        out.append(("cluster.nvlink_domain", c.nvlink_domain, f"a multiple of gpus_per_node={c.gpus_per_node}"))
+        return [("parallel", f"tp*cp*pp={mp}", f"must divide world size {W} (nodes x gpus_per_node)")]
+    return []
+
+
+def _shape_problems(plan: PlanSections) -> list[Problem]:
+    """The model's shape (heads, query groups, positions) and its fit to TP and CP."""
+    m, p = plan.model, plan.parallel
+    out: list[Problem] = []
     # --- model shape (megatron/training/arguments.py validate_args: kv_channels = hidden_size //
     # num_attention_heads, asserted whole when not given; TransformerConfig.__post_init__: the query groups
     # divide the heads; torchtitan's Attention: head_dim = dim // n_heads, n_rep = n_heads // n_kv_heads)
@@ -80,8 +106,13 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                                          f"({m.num_attention_heads // p.tp})"))
     if p.sequence_parallel and (m.seq_length // p.cp) % p.tp:
         out.append(("parallel.tp", p.tp, f"with sequence parallel must divide seq_length/cp={m.seq_length // p.cp}"))
-    out += _attention_backend_problems(plan)
-    # --- per-layer patterns
+    return out
+
+
+def _layer_pattern_problems(plan: PlanSections) -> list[Problem]:
+    """The per-layer patterns (MoE, window, FP4): one 0/1 entry per decoder layer, each with what it needs."""
+    m = plan.model
+    out: list[Problem] = []
     for name, pat in (("model.moe_layer_pattern", m.moe_layer_pattern),
                       ("model.window_layer_pattern", m.window_layer_pattern)):
         if pat is not None and (len(pat) != m.num_layers or any(x not in (0, 1) for x in pat)):
@@ -95,7 +126,15 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
         out.append(("training.lowp_params_dtype", plan.training.lowp_params_dtype, "only with precision fp8 or fp4"))
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
-    out += _hybrid_problems(plan)
+    return out
+
+
+def _moe_problems(plan: PlanSections) -> list[Problem]:
+    """The MoE rules: EP and expert TP dividing the experts, the world size and the expert FFN, the router's
+    top-k and groups; EP 1 for a dense model, no latent width without experts."""
+    m, p = plan.model, plan.parallel
+    W = plan.cluster.world_size
+    out: list[Problem] = []
     if m.moe_latent_size is not None and not m.is_moe:
         out.append(("model.moe_latent_size", m.moe_latent_size, "needs num_experts (the routed experts' latent width)"))
     # --- MoE
@@ -120,7 +159,13 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                             f"<= num_groups={G} with group_topk x experts per group >= topk={m.moe_router_topk}"))
     elif p.ep != 1:
         out.append(("parallel.ep", p.ep, "must be 1 for a dense model"))
-    # --- pipeline
+    return out
+
+
+def _pipeline_problems(plan: PlanSections) -> list[Problem]:
+    """The pipeline rules: virtual stages, the chunk layout (:func:`chunk_layout`) and the schedule's needs."""
+    p, t = plan.parallel, plan.training
+    out: list[Problem] = []
     if p.vpp > 1 and p.pp == 1:
         out.append(("parallel.vpp", p.vpp, "requires pp > 1"))
     try:
@@ -131,7 +176,15 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
         out.append(("training.pipeline_schedule", t.pipeline_schedule, "needs vpp > 1"))
     if t.pipeline_schedule == "zbv" and p.pp > 1 and p.vpp != 2:
         out.append(("training.pipeline_schedule", t.pipeline_schedule, "ZBV needs vpp == 2 (two chunks per rank in a V)"))
-    # --- precision
+    return out
+
+
+def _precision_and_overlap_problems(plan: PlanSections, dp: int) -> list[Problem]:
+    """The precision-dependent flags, the communication overlaps and the partial distributed optimizer
+    (``dp_replicate``) against ``dp``, the data-parallel size."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    W = plan.cluster.world_size
+    out: list[Problem] = []
     if t.fp8_recipe is not None and t.precision != "fp8":
         out.append(("training.fp8_recipe", t.fp8_recipe, "only with precision fp8"))
     if t.fp8_attention and t.precision != "fp8":
@@ -172,7 +225,13 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                         + (f" and expert dp={edp}" if m.is_moe else "")))
     elif p.dp_replicate > 1 and dp % p.dp_replicate:
         out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
-    # --- named choices
+    return out
+
+
+def _recompute_problems(plan: PlanSections) -> list[Problem]:
+    """The recompute settings: known modules, the every-n period, MTP's uniform recompute, Primus's layer ids."""
+    m, t = plan.model, plan.training
+    out: list[Problem] = []
     r = t.recompute
     bad = [x for x in r.modules if x not in RECOMPUTE_MODULES]
     if bad:
@@ -205,6 +264,13 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
             out.append(("training.recompute.layer_ids", bad_id, f"between 0 and {top} (0..{m.num_layers - 1} are "
                         "decoder layers" + (f", {m.num_layers}..{top} the {m.mtp_num_layers} MTP depths)"
                                             if m.mtp_num_layers else ")")))
+    return out
+
+
+def _named_choice_problems(plan: PlanSections) -> list[Problem]:
+    """The named choices of CUDA graph scopes and offloaded modules, and the offloaded layers' count."""
+    m, t = plan.model, plan.training
+    out: list[Problem] = []
     bad = [x for x in t.cuda_graph_scope if x not in CUDA_GRAPH_SCOPES]
     if bad:
         out.append(("training.cuda_graph_scope", ",".join(bad), "of " + ", ".join(CUDA_GRAPH_SCOPES)))
@@ -217,7 +283,13 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     if t.offload.activation_layers > m.num_layers:
         out.append(("training.offload.activation_layers", t.offload.activation_layers,
                     f"<= num_layers={m.num_layers}"))
-    # --- batch
+    return out
+
+
+def _batch_problems(plan: PlanSections, dp: int) -> list[Problem]:
+    """The global batch against micro-batch x ``dp``, and the interleaved schedule's micro-batch groups."""
+    p, t = plan.parallel, plan.training
+    out: list[Problem] = []
     if t.global_batch_size % (t.micro_batch_size * dp):
         out.append(("training.global_batch_size", t.global_batch_size,
                     f"must be divisible by micro_batch_size x dp = {t.micro_batch_size} x {dp}"))
@@ -234,6 +306,7 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                     f"a multiple of the micro-batch group ({g}) or leaving a last group of at least pp={p.pp}"
                 out.append(("training.global_batch_size", t.global_batch_size,
                             f"interleaved schedule needs micro-batches ({nmb}) {what}"))
+    return out
     return out
 
 
