@@ -21,13 +21,15 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
 if TYPE_CHECKING:
+    from primus_launch.executor import Executor
     from primus_launch.plan import Plan
     from primus_launch.projection.result import ProjectionResult
+    from primus_launch.tuner.result import TuneResult
 
 _FROM_COMMAND = "<command>"
 
@@ -633,7 +635,74 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
     plan, no_reference = _load_tunable(a, command)
-    config_script = False
+    config_script = _check_tunable(a, plan, command)
+    out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)
+    executor = None
+    if a.ray_address is not None:
+        from primus_launch.ray_cluster import connect
+
+        executor = connect(a.ray_address)
+    score = _measured_score(a, executor)
+    allow = [x.strip() for item in a.allow for x in item.split(",") if x.strip()]
+    res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
+               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
+               top_n=a.top, allow=allow,
+               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
+               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
+               executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
+               no_reference=no_reference, echo_warnings=a.json)  # the text answer lists them itself
+    if executor is not None and not a.dry_run and score.fanned:
+        print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
+              + (f", {score.foreign} of them on another device than this machine's (measured again here)"
+                 if score.foreign else ""), file=sys.stderr)
+    _check_some_plan_fits(a, res)  # nothing fits: its one line alone
+    # what the reader assumed and what the tuned plan's projection leaves out (the tune's answer lists neither: a
+    # recipe read on an assumed H100 was tuned without a word); the best plan's, the one the tuned recipe runs
+    from primus_launch.projection.api import with_unmodelled
+
+    _print_reader_lines(with_unmodelled(res.best), plan)
+    best = res.best_plan
+    if config_script:  # a key the script's command passes would not run as tuned
+        from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+
+        check_config_script_tunable(a.tune, a.out, best, plan)
+    written, written_wrapper = _write_tuned(a, plan, best, out_recipe, out_wrapper)
+    _write_tune_files(a, res, plan, log_path)
+    tuned_cmd = None
+    if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
+        from primus_launch.adapters.command_recipe import render_command
+
+        tuned_cmd = render_command(best, command)
+    files = {str(p): _size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
+             if p is not None and Path(p).is_file()}
+    if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
+        d = res.to_log_dict(plan)
+        d["tuned_recipe"] = str(written) if written else None
+        d["tuned_wrapper"] = str(written_wrapper) if written_wrapper else None
+        d["tuned_command"] = tuned_cmd
+        d["files"] = files
+        print(json.dumps(d))
+    else:
+        _print_tune_text(a, res, plan, (written, written_wrapper, log_path), files, tuned_cmd)
+    if a.emit:
+        _emit(a, best, tuned_cmd or [], written)
+    if a.launch:
+        from primus_launch.launch.launcher import ensure_fits, run_command
+
+        ensure_fits(res.best, a.force)
+        _refuse_environment_launch(a)
+        sys.stdout.flush()
+        if tuned_cmd:
+            return run_command(tuned_cmd)
+        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}),
+                              command if _takes_script_args(a.tune) else ())
+    return 0
+
+
+def _check_tunable(a: argparse.Namespace, plan: Plan, command: list[str]) -> bool:
+    """Refuse, before the search, a recipe whose tuned form cannot be written: the plan's format
+    (:func:`check_writable`), a launch command's, a TorchTitan config script's; returns whether the recipe is
+    such a script (its tuned recipe is the job TOML it runs, checked again against the best plan)."""
     from primus_launch.adapters import check_writable
 
     check_writable(plan)
@@ -641,14 +710,22 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters.command_recipe import check_command_tunable
 
         check_command_tunable(command)
-    if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import detect_kind
+        return False
+    from primus_launch.adapters import detect_kind
 
-        config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
-        if config_script:  # its tuned recipe is the job TOML it runs
-            from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+    config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
+    if config_script:  # its tuned recipe is the job TOML it runs
+        from primus_launch.adapters.torchtitan_script import check_config_script_tunable
 
-            check_config_script_tunable(a.tune, a.out)
+        check_config_script_tunable(a.tune, a.out)
+    return config_script
+
+
+def _tune_outputs(a: argparse.Namespace, plan: Plan) -> tuple[Optional[Path], Optional[Path], Optional[Path]]:
+    """(tuned recipe, tuned wrapper, trial log) paths of a tune, each None where none is written, checked
+    writable before the search (:func:`_check_outputs`): ``--out`` or the recipe's tuned name beside it (a
+    wrapper's name where the recipe came through a Primus TOML wrapper; ``--out`` naming a wrapper puts the
+    tuned recipe beside it), the trial log ``--log`` or the tuned recipe's name + ``.trials.json``."""
     log_path = Path(a.log) if a.log is not None else None
     out_recipe = out_wrapper = None
     if a.out is not None:  # before its name is used ('.' has none to add .trials.json to); again with the others
@@ -683,46 +760,34 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     _check_outputs([("--out" if a.out and not out_names_wrapper else "tuned recipe", out_recipe),
                     ("--log" if a.log else "trial log", log_path), ("--report", a.report), ("--trace", a.trace),
                     ("--out" if out_names_wrapper else "tuned wrapper", out_wrapper)])
-    executor = None
-    if a.ray_address is not None:
-        from primus_launch.ray_cluster import connect
+    return out_recipe, out_wrapper, log_path
 
-        executor = connect(a.ray_address)
-    score = None
-    if not a.dry_run:
-        from functools import partial
 
-        from primus_launch.projection.api import project
+def _measured_score(a: argparse.Namespace,
+                    executor: Optional[Executor]) -> Optional[Callable[[Plan], ProjectionResult]]:
+    """The tune's scoring without ``--dry-run``: the measured projection (``projection.api.project``), its
+    distinct pieces measured on ``executor``'s GPUs where one is given; None (the dry-run) with ``--dry-run``."""
+    if a.dry_run:
+        return None
+    from functools import partial
 
-        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
-                        memory_basis=a.memory_basis)
-        if executor is not None:   # the distinct pieces measured on the cluster, one per GPU, into the cache
-            from primus_launch.projection.api import default_measure_device
-            from primus_launch.projection.measure.fanout import FannedOut
+    from primus_launch.projection.api import project
 
-            score = FannedOut(score, executor, a.measure_device or default_measure_device())
-    allow = [x.strip() for item in a.allow for x in item.split(",") if x.strip()]
-    res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
-               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
-               top_n=a.top, allow=allow,
-               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
-               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
-               executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
-               no_reference=no_reference, echo_warnings=a.json)  # the text answer lists them itself
-    if executor is not None and not a.dry_run and score.fanned:
-        print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
-              + (f", {score.foreign} of them on another device than this machine's (measured again here)"
-                 if score.foreign else ""), file=sys.stderr)
-    _check_some_plan_fits(a, res)  # nothing fits: its one line alone
-    # what the reader assumed and what the tuned plan's projection leaves out (the tune's answer lists neither: a
-    # recipe read on an assumed H100 was tuned without a word); the best plan's, the one the tuned recipe runs
-    from primus_launch.projection.api import with_unmodelled
+    score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
+                    memory_basis=a.memory_basis)
+    if executor is not None:   # the distinct pieces measured on the cluster, one per GPU, into the cache
+        from primus_launch.projection.api import default_measure_device
+        from primus_launch.projection.measure.fanout import FannedOut
 
-    _print_reader_lines(with_unmodelled(res.best), plan)
-    best = res.best_plan
+        score = FannedOut(score, executor, a.measure_device or default_measure_device())
+    return score
+
+
+def _write_tuned(a: argparse.Namespace, plan: Plan, best: Plan, out_recipe: Optional[Path],
+                 out_wrapper: Optional[Path]) -> tuple[Optional[Path], Optional[Path]]:
+    """(written tuned recipe, written tuned wrapper): ``best`` in the recipe's own format at ``out_recipe``, and,
+    for a recipe read through a Primus wrapper, the wrapper pointing at it on the best plan's cluster."""
     written = None
-    if config_script:  # a key the script's command passes would not run as tuned
-        check_config_script_tunable(a.tune, a.out, best, plan)
     if out_recipe is not None:
         from primus_launch.adapters import write_recipe
 
@@ -736,67 +801,54 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         text = render_tuned_wrapper(Path(plan.source.wrapper_path), out_wrapper, Path(written),
                                     {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node})
         written_wrapper = atomic_write_text(out_wrapper, text)
-    if log_path is not None:  # written once the run has its answer and the tuned recipe was taken (the writer
-        from primus_launch.fileio import atomic_write_text  # refuses one it cannot read back: no log of a refused run)
+    return written, written_wrapper
+
+
+def _write_tune_files(a: argparse.Namespace, res: TuneResult, plan: Plan, log_path: Optional[Path]) -> None:
+    """The trial log (once the run has its answer and the tuned recipe was taken: the writer refuses one it
+    cannot read back, so a refused run leaves no log), and with ``--report`` / ``--trace`` the best plan's
+    projection with its timeline, written as the HTML report and the trace."""
+    if log_path is not None:
+        from primus_launch.fileio import atomic_write_text
         from primus_launch.tuner.result import log_text
 
         atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
         from primus_launch.projection.api import project
 
-        detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
-                           measure_device=a.measure_device, record_timeline=True)
+        detailed = project(res.best_plan, dry_run=a.dry_run, memory_margin=a.memory_margin,
+                           memory_basis=a.memory_basis, measure_device=a.measure_device, record_timeline=True)
         if a.trace:
             _write_trace(a.trace, detailed)
         if a.report:
             from primus_launch.report.html import write_tune_report
 
             write_tune_report(res.model_copy(update={"best": detailed}), a.report)
-    tuned_cmd = None
-    if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
-        from primus_launch.adapters.command_recipe import render_command
 
-        tuned_cmd = render_command(best, command)
-    files = {str(p): _size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
-             if p is not None and Path(p).is_file()}
-    if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
-        d = res.to_log_dict(plan)
-        d["tuned_recipe"] = str(written) if written else None
-        d["tuned_wrapper"] = str(written_wrapper) if written_wrapper else None
-        d["tuned_command"] = tuned_cmd
-        d["files"] = files
-        print(json.dumps(d))
-    else:
-        from primus_launch.report.tune_text import render_tune_text
 
-        print(render_tune_text(res))
-        if written:
-            print("\n" + _fit(f"tuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})"))
-            _print_recipe_diff(plan, Path(written))
-        if written_wrapper:
-            print(_fit(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
-                       "the tuned recipe on the wrapper's cluster)"))
-        if log_path:
-            print(_fit(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})"))
-        if a.report:
-            print(_fit(f"report written to {a.report} ({_human(files.get(str(a.report)))})"))
-        if a.trace:
-            print(_fit(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})"))
-        if tuned_cmd and not a.launch:
-            print("\ntuned command:\n" + shlex.join(tuned_cmd))
-    if a.emit:
-        _emit(a, best, tuned_cmd or [], written)
-    if a.launch:
-        from primus_launch.launch.launcher import ensure_fits, run_command
+def _print_tune_text(a: argparse.Namespace, res: TuneResult, plan: Plan, paths: tuple[Optional[Path], ...], files: dict[str, int],
+                     tuned_cmd: Optional[list[str]]) -> None:
+    """The tune's text answer (``report.tune_text``), then each file written with its size (``paths``: the tuned
+    recipe, the tuned wrapper, the trial log), the tuned recipe's lines that differ from the recipe's, and the
+    tuned command where the recipe was one (not with ``--launch``, which runs it)."""
+    from primus_launch.report.tune_text import render_tune_text
 
-        ensure_fits(res.best, a.force)
-        _refuse_environment_launch(a)
-        sys.stdout.flush()
-        if tuned_cmd:
-            return run_command(tuned_cmd)
-        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}),
-                              command if _takes_script_args(a.tune) else ())
-    return 0
+    written, written_wrapper, log_path = paths
+    print(render_tune_text(res))
+    if written:
+        print("\n" + _fit(f"tuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})"))
+        _print_recipe_diff(plan, Path(written))
+    if written_wrapper:
+        print(_fit(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
+                   "the tuned recipe on the wrapper's cluster)"))
+    if log_path:
+        print(_fit(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})"))
+    if a.report:
+        print(_fit(f"report written to {a.report} ({_human(files.get(str(a.report)))})"))
+    if a.trace:
+        print(_fit(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})"))
+    if tuned_cmd and not a.launch:
+        print("\ntuned command:\n" + shlex.join(tuned_cmd))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
