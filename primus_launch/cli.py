@@ -99,10 +99,8 @@ def _fit(line: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from primus_launch.inputs import bounded_int, finite_float, token_count
-    from primus_launch.plan.sections import GPU_NAMES, LIMITS, Cluster
-
-    nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
+    """The command line's parser: the mode (``--project`` / ``--tune``), then the target, the answer's, the
+    search's and the launch's flags, in the order ``--help`` lists them."""
     ap = _Parser(
         prog="primus-launch", allow_abbrev=False,
         description="Plan, project and tune large LLM training runs before spending GPU-hours.",
@@ -115,6 +113,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="project the run of RECIPE (or of the command after --) at its target scale")
     act.add_argument("--tune", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
                      help="search parallel configurations and write the tuned recipe next to RECIPE")
+    _add_target_args(ap)
+    _add_answer_args(ap)
+    _add_tune_args(ap)
+    ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
+    ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
+    ap.add_argument("--emit", choices=["torchrun", "slurm"],
+                    help="print the plan's launch: a torchrun command or a Slurm batch script")
+    return ap
+
+
+def _add_target_args(ap: argparse.ArgumentParser) -> None:
+    """The flags of what is projected and how: ``--dry-run``, the target GPU and cluster (overriding the
+    recipe's), a GPU file, a power cap, the Primus checkout of an experiment's presets."""
+    from primus_launch.inputs import bounded_int, finite_float
+    from primus_launch.plan.sections import GPU_NAMES, LIMITS, Cluster
+
+    nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
     ap.add_argument("--dry-run", action="store_true",
                     help="simulate the target GPU from the hardware database, on the CPU, in seconds (default: "
                          "build and time the model's layers on --measure-device, then upscale)")
@@ -135,6 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--primus-root", metavar="DIR",
                     help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
                          "(default: the checkout the YAML lives in)")
+
+
+def _add_answer_args(ap: argparse.ArgumentParser) -> None:
+    """The flags of the answer: the memory margin and basis of the fits verdict, a whole run's tokens and
+    price, the output forms (``--json``, ``--explain``, a trace, a report) and the measuring device."""
+    from primus_launch.inputs import finite_float, token_count
+
     ap.add_argument("--memory-margin", type=finite_float(0.0, 0.99, what="a fraction from 0 to 0.99"), default=0.0,
                     help="fraction of the device's memory kept free on top of the projected peak and its error "
                          "band (default 0)")
@@ -159,6 +181,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--measure-device", choices=["cpu", "cuda"],
                     help="without --dry-run: the device the layers are timed on (default: cuda where a GPU is "
                          "visible, else cpu, whose timings only check the path)")
+
+
+def _add_tune_args(ap: argparse.ArgumentParser) -> None:
+    """The flags only the search reads (:data:`_TUNE_ONLY`): its limits, the kind of search, its workers,
+    the knob families it may change, the table's rows, the memory rule and the files it writes."""
+    from primus_launch.inputs import bounded_int, finite_float
+
     ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
                     help="tune: at most this many scored candidates")
     ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
@@ -196,11 +225,6 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
     ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT; through a wrapper "
                                   "W.primus.toml, W.tuned.EXT beside the recipe it points at)")
-    ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
-    ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
-    ap.add_argument("--emit", choices=["torchrun", "slurm"],
-                    help="print the plan's launch: a torchrun command or a Slurm batch script")
-    return ap
 
 
 #: flags that only the search reads (dest -> how it is spelled)
