@@ -1023,41 +1023,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if conflict:
         print(clip_words(f"primus-launch: error: {conflict}"), file=sys.stderr)
         return 2
-    if a.workers is not None and a.ray_address is None:  # --workers: only with --tune, which imports the search
-        from primus_launch.tuner.search import default_workers
-
-        cores = default_workers()
-        if a.workers > cores:
-            # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound
-            # of 4,096); the answer does not depend on their number
-            print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} "
-                  "worker process(es) run (the answer does not depend on the number)", file=sys.stderr)
-            a.workers = cores
-    if a.tune is not None and a.time_limit is not None and _branch_and_bound(a):
-        print(f"primus-launch: warning: --time-limit={a.time_limit:g}: not applied: the default branch and bound is "
-              "bounded by --max-work (a count, the same answer on any machine); add --planner or --exhaustive to "
-              "stop the search by time", file=sys.stderr)
+    _warn_adjusted(a)
     try:
-        if a.gpu_file:
-            from primus_launch.projection.hardware.gpus import known_gpus, load_gpu_file
-
-            before = set(known_gpus())
-            a.gpu_file_specs = {n: n in before for n in load_gpu_file(a.gpu_file)}  # name -> overrides the DB's
-        if a.project is None and a.tune is None:
-            if not command:
-                print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
-                      file=sys.stderr)
-                return 2
-            if a.train_tokens is not None:
-                print(f"primus-launch: error: --train-tokens={a.train_tokens}: only with --project or --tune",
-                      file=sys.stderr)
-                return 2
-            from primus_launch.launch.launcher import run_command
-
-            return run_command(command)
-        rc = _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
-        sys.stdout.flush()  # a full disk under `> answer.json` is this run's error line, not the exit's
-        return rc
+        return _run_mode(a, command)
     except BrokenPipeError:  # the reader of stdout left (`| head`): end as a shell tool does, without a word
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -1073,6 +1041,50 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             clip_words(f"{str(e.filename)!r}: {e.strerror or e}")  # the file it is about, by name
         print(f"primus-launch: error: {said}", file=sys.stderr)
         return 2
+
+
+def _warn_adjusted(a: argparse.Namespace) -> None:
+    """Warn of the flags the run adjusts or leaves unapplied: ``--workers`` above the cores this process may use
+    (lowered to them), ``--time-limit`` with the default branch and bound (bounded by ``--max-work``)."""
+    if a.workers is not None and a.ray_address is None:  # --workers: only with --tune, which imports the search
+        from primus_launch.tuner.search import default_workers
+
+        cores = default_workers()
+        if a.workers > cores:
+            # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound
+            # of 4,096); the answer does not depend on their number
+            print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} "
+                  "worker process(es) run (the answer does not depend on the number)", file=sys.stderr)
+            a.workers = cores
+    if a.tune is not None and a.time_limit is not None and _branch_and_bound(a):
+        print(f"primus-launch: warning: --time-limit={a.time_limit:g}: not applied: the default branch and bound is "
+              "bounded by --max-work (a count, the same answer on any machine); add --planner or --exhaustive to "
+              "stop the search by time", file=sys.stderr)
+
+
+def _run_mode(a: argparse.Namespace, command: list[str]) -> int:
+    """The checked command line run: the ``--gpu-file`` specs read, then ``--project``, ``--tune`` or, with
+    neither, the command after ``--`` as is; returns the exit status."""
+    if a.gpu_file:
+        from primus_launch.projection.hardware.gpus import known_gpus, load_gpu_file
+
+        before = set(known_gpus())
+        a.gpu_file_specs = {n: n in before for n in load_gpu_file(a.gpu_file)}  # name -> overrides the DB's
+    if a.project is None and a.tune is None:
+        if not command:
+            print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
+                  file=sys.stderr)
+            return 2
+        if a.train_tokens is not None:
+            print(f"primus-launch: error: --train-tokens={a.train_tokens}: only with --project or --tune",
+                  file=sys.stderr)
+            return 2
+        from primus_launch.launch.launcher import run_command
+
+        return run_command(command)
+    rc = _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+    sys.stdout.flush()  # a full disk under `> answer.json` is this run's error line, not the exit's
+    return rc
 
 
 if __name__ == "__main__":
