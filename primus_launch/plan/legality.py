@@ -180,8 +180,8 @@ def _pipeline_problems(plan: PlanSections) -> list[Problem]:
 
 
 def _precision_and_overlap_problems(plan: PlanSections, dp: int) -> list[Problem]:
-    """The precision-dependent flags, the communication overlaps and the partial distributed optimizer
-    (``dp_replicate``) against ``dp``, the data-parallel size."""
+    """The precision-dependent flags (the FP8 / FP4 recipes, the BF16 first / last layers), the communication
+    overlaps and the partial distributed optimizer (``dp_replicate``) against ``dp``, the data-parallel size."""
     m, p, t = plan.model, plan.parallel, plan.training
     W = plan.cluster.world_size
     out: list[Problem] = []
