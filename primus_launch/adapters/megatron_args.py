@@ -1098,7 +1098,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:
             raise PlanError("--tp-comm-overlap", True, "requires --sequence-parallel with TP > 1")
-        if training["overlap_param_gather"] and (sharding == "none" or not training["overlap_grad_reduce"]):
+        # (dist_muon's layer-wise optimizer gathers too: "or args.optimizer == 'dist_muon'")
+        if training["overlap_param_gather"] and ((sharding == "none" and not training.get("muon_layer_wise"))
+                                                 or not training["overlap_grad_reduce"]):
             raise PlanError("--overlap-param-gather", True,
                             "requires --use-distributed-optimizer (or Megatron-FSDP) and --overlap-grad-reduce")
         # model_parallel_config.py __post_init__ (megatron-core 0.16.1)
@@ -1179,6 +1181,15 @@ def _dist_opt_instances(a: dict[str, Any], rep: _Report, sharding: str) -> int:
                     "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
                     if sharding != "optimizer" else ""))
     return instances
+
+
+def muon_layer_wise_dist_opt(a: dict[str, Any]) -> bool:
+    """``--optimizer muon`` / ``dist_muon`` with ``--use-distributed-optimizer`` (no FSDP): Megatron-LM >=
+    core_v0.18.0 runs the layer-wise distributed optimizer, ``dist_muon``'s (5b512b45d1, 2026-04-02,
+    ``arguments.py`` validate_args: ``use_layer_wise_distributed_optimizer = True``, ``use_distributed_optimizer =
+    False``); earlier releases assert "Muon optimizer does not support distributed optimizer"."""
+    return (str(get(a, "optimizer")) in ("muon", "dist_muon") and bool(get(a, "use_distributed_optimizer"))
+            and not get(a, "use_torch_fsdp2") and not get(a, "use_megatron_fsdp"))
 
 
 def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
@@ -1468,7 +1479,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         if out["use_torch_fsdp2"]:  # validate_args: torch FSDP2 refuses gradient accumulation fusion
             out["gradient_accumulation_fusion"] = False
     else:
-        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full")
+        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full") or (
+            t.optimizer == "muon" and t.muon_layer_wise and muon_layer_wise_dist_opt(current))  # >= 0.18 dist_muon
         if p.dp_sharding in ("full", "optimizer_grads"):
             out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy=strategies[p.dp_sharding],
                        ckpt_format="fsdp_dtensor")
