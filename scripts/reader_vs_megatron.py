@@ -96,9 +96,10 @@ def _child(tree: str, strict: bool) -> None:
         typing.override = lambda f: f  # type: ignore[attr-defined]
     import torch
 
-    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+    arch = [9]  # the plan's GPU generation, per job (validate_args asks CUDA_DEVICE_MAX_CONNECTIONS below sm100)
+    torch.cuda.get_device_capability = lambda *a, **k: (arch[0], 0)
     torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
-        major=9, minor=0, name="NVIDIA H100 80GB HBM3", total_memory=80 * 2**30, multi_processor_count=132)
+        major=arch[0], minor=0, name="GPU", total_memory=80 * 2**30, multi_processor_count=132)
     with contextlib.redirect_stdout(sys.stderr):  # not a StringIO: main's coordinator calls faulthandler.enable()
         import megatron.core.utils as mcu
         from megatron.training import arguments as A
@@ -109,6 +110,7 @@ def _child(tree: str, strict: bool) -> None:
     base_env = dict(os.environ)
     for line in sys.stdin:
         job = json.loads(line)
+        arch[0] = int(job.get("arch", 9))
         os.environ.clear()
         os.environ.update({**base_env, **job.get("env", {}), "WORLD_SIZE": str(job["world"]), "RANK": "0",
                            "LOCAL_RANK": "0"})
@@ -223,6 +225,20 @@ def recipe_argv(path: Path, plan: Any) -> tuple[Optional[list[str]], dict[str, s
 
 # --------------------------------------------------------------------------- the comparison
 _DISPATCH = {"flex": None}
+
+
+_TE_ENV = {"flash": (1, 0, 0), "fused": (0, 1, 0), "unfused": (0, 0, 1), "local": (0, 0, 0), "auto": (1, 1, 1)}
+
+
+def model_build_refusal(ns: dict, env: dict[str, str]) -> Optional[str]:
+    """Megatron-LM's check when the model is built (>= core_r0.10 ``language_module.py`` ``_set_attention_backend``):
+    each of NVTE_FLASH_ATTN / NVTE_FUSED_ATTN / NVTE_UNFUSED_ATTN unset or the value ``--attention-backend`` sets."""
+    want = _TE_ENV.get(str(ns.get("attention_backend")))
+    for name, v in zip(("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"), want or ()):
+        if env.get(name) is not None and env[name].strip() != str(v):
+            return (f"AssertionError at model build (language_module _set_attention_backend): {name}={env[name]} "
+                    f"with --attention-backend {ns.get('attention_backend')}")
+    return None
 
 
 def megatron_vs_plan(ns: dict, p: Any) -> dict[str, tuple[Any, Any]]:
@@ -368,22 +384,48 @@ def ref_files(tmp: Path, refs: list[str]) -> list[tuple[str, str, Path, list[Pat
 
 
 def mirror_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
-    """The ``*.sh`` files of the other mirrors' HEAD that name a Megatron-LM GPT / hybrid training program."""
+    """The other mirrors' launch scripts: every ``*.sh`` of their HEAD that names a ``pretrain_*.py`` program, the
+    root scripts of every ROCm/Megatron-LM branch (``survey_recipes.extract_rocm_branches``), and Pai-Megatron-Patch's
+    ``run_mcore_*.sh`` run with their README invocation (two-line wrappers, ``audit_other_teams.py``'s)."""
+    import audit_other_teams as ao
+    import survey_recipes as sr
+
     out = []
     for m in OTHER_MIRRORS:
         git = Path("/work/.mirror") / m / "repo"
-        if not git.is_dir():
-            continue
-        hits = subprocess.run(["git", "-C", str(git), "grep", "-l", "-E", PROGRAMS.pattern, "HEAD", "--", "*.sh"],
-                              capture_output=True, text=True).stdout.split()
+        hits = subprocess.run(["git", "-C", str(git), "grep", "-l", "-E", r"pretrain_\w+\.py", "HEAD", "--", "*.sh"],
+                              capture_output=True, text=True).stdout.split() if git.is_dir() else []
         paths = [h.split(":", 1)[1] for h in hits]
-        if not paths:
+        if m.startswith("ROCm+Megatron") or not paths:
             continue
         root = tmp / m
         root.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(git), "archive", "HEAD", *paths], capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
         out.append((m, "", root, sorted(root / p for p in paths)))
+    if sr.ROCM_MIRROR.is_dir():
+        name, root, files = sr.extract_rocm_branches(tmp)
+        out.append((name, "", root, files))
+    if ao.PAI.is_dir():
+        ao._archive(ao.PAI, "HEAD", tmp / "pai-readme", "examples")
+        ex = tmp / "pai-readme" / "examples"
+        inv: dict[str, list[str]] = {}
+        for md in sorted(ex.glob("*/README*.md")):
+            for mt in re.finditer(r"(?:^|\n)\s*(?:ba)?sh\s+(run_mcore_\S+\.sh)\s*\\\n((?:[^\n]*\\\n)*[^\n]*)",
+                                  md.read_text()):
+                words = [w for w in re.sub(r"\\\n", " ", mt.group(2)).split() if w != "\\"]
+                if words and not words[0].startswith("`"):
+                    inv.setdefault(str(md.parent.relative_to(ex) / mt.group(1)), words)
+        wraps = []
+        for key, args in sorted(inv.items()):
+            env, drop, _nodes = ao.PAI_SETUP.get(key, ({}, None, 1))
+            if drop is not None:
+                del args[drop]
+            wrap = ex / f"readme_{key.replace('/', '_')}"
+            wrap.write_text("#!/bin/bash\n" + "".join(f"export {k}={v}\n" for k, v in env.items())
+                            + f"sh {key} {' '.join(args)}\n")
+            wraps.append(wrap)
+        out.append(("Pai-Megatron-Patch README invocations", "", ex, wraps))
     return out
 
 
@@ -425,7 +467,7 @@ def read_plan(f: Path, root: Path, name: str) -> tuple[Any, Optional[str]]:
 def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, verbose: bool,
                strict: bool) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
-    rows: list[tuple[Path, Any, Optional[str], Optional[list[str]]]] = []
+    rows: list[tuple[Path, Any, Optional[str], Optional[list[str]], dict]] = []
     jobs = []
     import survey_recipes as sr
 
@@ -433,7 +475,8 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
         text = f.read_text(errors="replace")
         family = "functional" in name and any(d in sr.FAMILY_DIRS and d not in ("hybrid", "mamba")
                                                for d in f.relative_to(root).parts[:-1])
-        if (f.suffix == ".sh" and not PROGRAMS.search(text)) or family:
+        program = PROGRAMS if ref else re.compile(r"pretrain_\w+\.py")  # other teams: their own entry points
+        if (f.suffix == ".sh" and not program.search(text) and not f.name.startswith("readme_")) or family:
             counts["out of scope"] += 1  # no GPT / hybrid training program named: a tool, BERT, T5, multimodal
             continue
         plan, why = read_plan(f, root, name)
@@ -444,17 +487,20 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
             argv, env = recipe_argv(f, plan)
         except Exception:  # noqa: BLE001 -- the reader cannot find a command: no argv
             argv, env = None, {}
-        rows.append((f, plan, why, argv))
+        rows.append((f, plan, why, argv, env))
         if argv is not None:
             world = plan.cluster.num_nodes * plan.cluster.gpus_per_node if plan else 8
-            jobs.append({"id": str(f), "argv": argv, "world": world, "env": env})
+            gpu = plan.cluster.gpu if plan else ""
+            arch = 10 if re.search(r"b[23]00", gpu) else 8 if "a100" in gpu else 9
+            jobs.append({"id": str(f), "argv": argv, "world": world, "env": env, "arch": arch})
     parsed = parse_with_megatron(tree, jobs, strict)
     unknown: collections.Counter = collections.Counter()
-    for f, plan, why, argv in rows:
+    for f, plan, why, argv, env in rows:
         rel = f.relative_to(root)
         r = parsed.get(str(f))
-        meg_refuses = r is None or r["status"] != "ok"
-        mwhy = "no training command" if argv is None else (r or {}).get("msg", "not parsed")
+        build = model_build_refusal(r["ns"], env) if r and r["status"] == "ok" else None
+        meg_refuses = r is None or r["status"] != "ok" or build is not None
+        mwhy = "no training command" if argv is None else build or (r or {}).get("msg", "not parsed")
         if plan is None:
             counts["both refuse" if meg_refuses else "refused"] += 1
             if verbose or not meg_refuses:

@@ -238,7 +238,7 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
     unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", [])) + ([legacy] if legacy else [])
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
-                                                    fixed=program_fixed(program))})
+                                                    fixed=list(dict.fromkeys(src.fixed + program_fixed(program))))})
 
 
 def _check_family(rec: Any) -> None:
