@@ -69,3 +69,39 @@ def test_attention_variables_megatron_refuses_at_model_build():
     assert "NVTE_FUSED_ATTN=0" in model_build_refusal({"attention_backend": "auto"}, {"NVTE_FUSED_ATTN": "0"})
     assert model_build_refusal({"attention_backend": "flash"}, {"NVTE_FUSED_ATTN": "0"}) is None
     assert model_build_refusal({"attention_backend": "auto"}, {}) is None
+
+
+_ROCM_TAIL = """NUM_LAYERS=32
+run_cmd="torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $NUM_LAYERS --hidden-size 4096 \\
+        --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 \\
+        --global-batch-size 256 --bf16 --vocab-size 32000 {extra} \\
+        --log-throughput 2>&1 | tee $TRAIN_LOG"
+echo ${{run_cmd}} | tee -a $TRAIN_LOG
+eval ${{run_cmd}}
+"""
+
+
+def test_eval_run_cmd_over_its_echo(tmp_path):
+    """ROCm/Megatron-LM ``renwuli/disable_te_qwen`` ``train_qwen_7b.sh``: ``echo ${run_cmd} | tee -a $LOG`` then
+    ``eval ${run_cmd}``.  The eval runs ``torchrun ... --log-throughput 2>&1 | tee $LOG`` (bash reads the redirection
+    and the pipe), so Megatron-LM gets a bare ``--log-throughput``; the reader picked the echo's words (the longer
+    command) and refused ``--log-throughput 2>&1``."""
+    from primus_launch.adapters.megatron import load_megatron
+
+    f = tmp_path / "train.sh"
+    f.write_text(_ROCM_TAIL.format(extra=""))
+    plan = load_megatron(f)
+    assert (plan.model.num_layers, plan.training.global_batch_size) == (32, 256)
+
+
+def test_fork_task_flags_are_not_abbreviations(tmp_path):
+    """ROCm/Megatron-LM ``guihong_dev`` ``train70b_acc_loss.sh`` passes ``--task GPT-CHAT --train-data FILE``: that
+    branch's parser (``megatron/arguments.py`` parse_args adds ``_add_tasks_args``: ``--train-data``, nargs '+')
+    takes it; it is no abbreviation of ``--train-data-path`` there.  Read as an unknown flag, noted."""
+    from primus_launch.adapters.megatron import load_megatron
+
+    f = tmp_path / "train.sh"
+    f.write_text(_ROCM_TAIL.format(extra="--task GPT-CHAT --train-data ../data/openhermes2_5.jsonl"))
+    plan = load_megatron(f)
+    assert plan.model.num_layers == 32
+    assert any("--train-data" in n and "unknown" in n for n in plan.source.notes)
