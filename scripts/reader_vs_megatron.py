@@ -25,9 +25,10 @@ Megatron-LM checkout make of the same command line:
   frequency, router groups, permute fusion), MLA ranks and head dims, MTP, SwiGLU, norm, biases, QK norm,
   untied embeddings, position embedding, attention backend, CUDA graph impl / scope, CPU offloading, optimizer.
 
-One line per file that is not the same (``DIFF`` field: megatron, plan / ``REF`` the reader refuses / ``MREF``
-Megatron refuses too / ``MEGATRON-REFUSES`` read, Megatron refuses), then per source and in all:
-same / different / refused / both refuse / Megatron refuses.  ``-v``: a line per file.
+One line per file the reader reads otherwise or refuses alone (``DIFF`` field: [megatron, plan] / ``REF`` reason),
+Megatron's refusals of files the reader reads grouped by reason, then per source and in all: same / different /
+refused / both refuse / read, Megatron refuses / out of scope.  ``-v``: a line per file (``MREF``: both refuse,
+``MEGATRON-REFUSES``: read, Megatron refuses).
 
     python scripts/reader_vs_megatron.py                       # main and core_v0.16.1 examples + functional tests
     python scripts/reader_vs_megatron.py --ref core_r0.14.0 --mirror   # + the other mirrors' launch scripts
@@ -521,6 +522,7 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
                          "vocab": plan.model.vocab_size if plan else None})
     parsed = parse_with_megatron(tree, jobs, strict)
     unknown: collections.Counter = collections.Counter()
+    why_m: collections.Counter = collections.Counter()
     for f, plan, why, argv, env in rows:
         rel = f.relative_to(root)
         r = parsed.get(str(f))
@@ -536,7 +538,9 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
         unknown.update(r.get("unknown", []) if r else [])
         if meg_refuses:
             counts["read, Megatron refuses"] += 1
-            print(f"MEGATRON-REFUSES {rel}: {mwhy[:160]}")
+            why_m[re.sub(r"\d+", "N", mwhy.split(" @ ")[0])[:90]] += 1
+            if verbose:
+                print(f"MEGATRON-REFUSES {rel}: {mwhy[:160]}")
             continue
         diffs = megatron_vs_plan(r["ns"], plan)
         if "--patch-tokenizer-type" in (r.get("unknown") or []):  # Pai-Megatron-Patch pads its own vocabulary
@@ -545,6 +549,8 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
         if diffs or verbose:
             print(("DIFF " if diffs else "SAME ") + str(rel) +
                   (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    for w, k in why_m.most_common(4):
+        print(f"  read, Megatron refuses x{k}: {w}")
     if unknown:
         print(f"  flags Megatron-LM {ref or 'main'} does not know (read by parse_known_args): "
               + ", ".join(f"{k} x{v}" for k, v in unknown.most_common(12)))
