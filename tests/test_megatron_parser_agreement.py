@@ -35,6 +35,9 @@ def test_hybrid_pattern_with_pipe_separators():
     assert plan.model.hybrid_pattern == PIPED.replace("|", "")
     assert plan.chunk_layout()[0][1].layers == tuple(range(22, 33))
     assert {"parallel.pp", "parallel.vpp"} <= set(plan.source.fixed)
+    from primus_launch.tuner.knobs import AXES, program_limits
+
+    assert {AXES.index("pp"), AXES.index("vpp")} <= set(program_limits(plan).pinned)  # the tuner keeps the split
     assert any("4 '|' segments" in n for n in plan.source.notes)
 
 
