@@ -131,14 +131,18 @@ def _child(tree: str, strict: bool) -> None:
                         # but the vocabulary, which the reader found; parse with NullTokenizer and that vocabulary
                         if "--tokenizer-type: invalid choice" not in err.getvalue() or not job.get("vocab"):
                             raise
-                        i = sys.argv.index("--tokenizer-type")
-                        sys.argv[i + 1:i + 2] = ["NullTokenizer", "--vocab-size", str(job["vocab"])]
+                        for i in [i for i, w in enumerate(sys.argv) if w == "--tokenizer-type"]:
+                            sys.argv[i + 1] = "NullTokenizer"
+                        sys.argv += ["--vocab-size", str(job["vocab"])]
+                        err.seek(0)
                         err.truncate(0)
                         args = A.parse_args(ignore_unknown_args=True)
                         out["null_tokenizer"] = True
-                    with contextlib.suppress(Exception):
+                    try:  # (argparse exits with SystemExit, no Exception)
                         p = A.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
-                        out["unknown"] = [u for u in p.parse_known_args(job["argv"])[1] if u.startswith("-")]
+                        out["unknown"] = [u for u in p.parse_known_args(sys.argv[1:])[1] if u.startswith("-")]
+                    except BaseException:  # noqa: BLE001
+                        pass
         except BaseException as e:  # noqa: BLE001 -- argparse exits
             out.update(status="parse", msg=(err.getvalue().strip().splitlines() or [repr(e)])[-1][:300])
             print(json.dumps(out), flush=True)
