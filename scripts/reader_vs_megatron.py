@@ -547,7 +547,8 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
                 print(f"MEGATRON-REFUSES {rel}: {mwhy[:160]}")
             continue
         diffs = megatron_vs_plan(r["ns"], plan)
-        if "--patch-tokenizer-type" in (r.get("unknown") or []):  # Pai-Megatron-Patch pads its own vocabulary
+        if {"--patch-tokenizer-type", "--extra-vocab-size"} & set(r.get("unknown") or []):
+            # Pai-Megatron-Patch's and the ROCm Qwen branches' tokenizers pad their own vocabulary (vocab + extra)
             diffs.pop("make_vocab_size_divisible_by", None)
         counts["different" if diffs else "same"] += 1
         if diffs or verbose:
