@@ -227,6 +227,27 @@ def test_muon_with_the_distributed_optimizer_is_layer_wise():
     assert render_argv(_kimi_plan(extra=tuple(argv[-3:])), argv) == argv
 
 
+@pytest.mark.parametrize("opt", ["muon", "dist_muon"])
+def test_layer_wise_muon_overlaps_the_param_gather(opt):
+    """``--optimizer muon|dist_muon --use-distributed-optimizer``: what Megatron-LM main (d98e8a64dd; since
+    5b512b45d1, core_v0.18.0) parse_args + validate_args make of it, run by ``scripts/reader_vs_megatron.py`` on
+    the functional test ``moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon``: optimizer 'muon',
+    use_layer_wise_distributed_optimizer True, use_distributed_optimizer False (the reader refused the pair, as
+    core_v0.17 asserts), with --overlap-param-gather, which main allows for the layer-wise optimizer
+    (plan/legality.py refused it without ZeRO sharding).  The unchanged plan writes the flags back as they were."""
+    from primus_launch.adapters.megatron import plan_from_argv, render_argv
+    from primus_launch.plan import Cluster
+
+    argv = ["pretrain_gpt.py", "--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "8",
+            "--seq-length", "128", "--max-position-embeddings", "128", "--micro-batch-size", "1",
+            "--global-batch-size", "8", "--bf16", "--vocab-size", "1024", "--optimizer", opt,
+            "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    plan = plan_from_argv(argv, Cluster(num_nodes=1, gpus_per_node=8))
+    assert (plan.training.optimizer, plan.training.muon_layer_wise, plan.parallel.dp_sharding) == ("muon", True, "none")
+    assert plan.training.overlap_param_gather  # "or args.optimizer == 'dist_muon'" (main arguments.py)
+    assert render_argv(plan, argv) == argv
+
+
 def test_kimi_k2_memory_and_step_terms():
     """Kimi-K2 GB300 (PP 4 VP 4, EP 64, DP 64, expert-DP 1): every GPU owns all its 6 x ~15 local experts'
     weights (expert-DP 1) -- 8 bytes each (fp32 master + momentum) -- and a 1/64 layer-wise share of the rest; the

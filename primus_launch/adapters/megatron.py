@@ -247,7 +247,7 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str, deepep_pin: s
     plan = _with_hybridep_chunk(plan, rec, notes, deepep_pin, launch_env, fmt == "bridge-yaml")
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
-                                                    fixed=program_fixed(program))})
+                                                    fixed=list(dict.fromkeys(src.fixed + program_fixed(program))))})
 
 
 def _with_hybridep_chunk(plan: Plan, rec: Any, notes: list[str], pin: str | None = None,

@@ -342,16 +342,58 @@ def hybrid_pattern(a: dict[str, Any], num_layers: int | None) -> str | None:
         pat = a.get(dest)
         if pat in (None, "", "None"):
             continue
-        pat = str(pat).strip().strip("'\"")
-        if "|" in pat:
-            raise PlanError(BY_DEST[dest].flag, pat, "pipeline-stage ('|') separators of a hybrid pattern are not "
-                            "modelled: give one of M * - E per layer and the pipeline flags")
-        return pat.split("/")[0]
+        return str(pat).strip().strip("'\"").split("/")[0].replace("|", "")
     if a.get("is_hybrid_model") or a.get("hybrid_attention_ratio") or a.get("hybrid_mlp_ratio"):
         if num_layers is None:
             raise PlanError("--num-layers", None, "required for a hybrid model without a layer pattern")
         return allocate_hybrid(num_layers, float(get(a, "hybrid_attention_ratio")), float(get(a, "hybrid_mlp_ratio")))
     return None
+
+
+def hybrid_segments(a: dict[str, Any]) -> tuple[str, list[int]] | None:
+    """(flag, layers per segment) of a hybrid pattern with pipeline-stage ('|') separators, else None."""
+    for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
+        pat = a.get(dest)
+        if pat in (None, "", "None"):
+            continue
+        main = str(pat).strip().strip("'\"").split("/")[0]
+        return (BY_DEST[dest].flag, [len(x) for x in main.split("|")]) if "|" in main else None
+    return None
+
+
+def _hybrid_pipeline(a: dict[str, Any], pp: int, vpp: int, rep: "_Report") -> int:
+    """The virtual stages of a hybrid pattern with '|' separators (Megatron-LM main, d98e8a64dd ``arguments.py``
+    validate_args: segments divisible by PP, ``virtual_pipeline_model_parallel_size = segments // pp`` when more;
+    no --decoder-first/last-pipeline-num-layers, --num-layers-per-virtual-pipeline-stage,
+    --num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout or --account-for-* with them;
+    megatron-core ``hybrid_layer_allocation.py`` ``select_pipeline_segment``: segment ``vp * pp + pp_rank`` on each
+    chunk).  Equal segments are the plan's even split; uneven ones are refused (not modelled).  ``vpp`` otherwise."""
+    seg = hybrid_segments(a)
+    if seg is None:
+        return vpp
+    flag, lens = seg
+    pat = a.get("hybrid_layer_pattern") or a.get("hybrid_override_pattern")
+    for dest in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                 "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
+                 "pipeline_model_parallel_layout", "account_for_embedding_in_pipeline_split",
+                 "account_for_loss_in_pipeline_split"):
+        if a.get(dest) not in (None, False):
+            raise PlanError(BY_DEST[dest].flag if dest in BY_DEST else dest, a[dest],
+                            f"not with '|' separators in {flag} (Megatron asserts: the pattern's segments are the "
+                            "pipeline layout)")
+    if pp == 1:  # segments > PP set virtual stages, and the interleaved schedule asserts PP > 1
+        raise PlanError(flag, pat, "'|' segments only with --pipeline-model-parallel-size > 1 (Megatron asserts: "
+                                   "they set virtual pipeline stages, which need PP > 1)")
+    if len(lens) % pp:
+        raise PlanError(flag, pat, f"{len(lens)} '|' segments must divide by --pipeline-model-parallel-size={pp} "
+                                   "(Megatron asserts)")
+    if len(set(lens)) > 1:
+        raise PlanError(flag, pat, f"uneven '|' segments ({', '.join(map(str, lens))} layers) are not modelled: the "
+                                   "projection splits the layers evenly; give equal segments")
+    out = len(lens) // pp if len(lens) > pp else 1
+    rep.note(f"{flag}: {len(lens)} '|' segments of {lens[0]} layers on PP {pp}: "
+             f"{out} virtual stage(s) per rank (Megatron-LM main derives VPP from the segments)")
+    return out
 
 
 def hybrid_mtp(a: dict[str, Any]) -> tuple[str | None, int | None]:
@@ -908,7 +950,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--num-layers-per-virtual-pipeline-stage", n,
                             f"must divide layers per pipeline stage ({slots}/{pp})")
         vpp = (slots // pp) // n
-    elif validate and pp > 1 and first is None and last is None and (L + acc_e + acc_l) % pp and all(
+    elif validate and pp > 1 and first is None and last is None and (L + acc_e + acc_l) % pp and not hybrid_segments(a) \
+            and all(
             a.get(k) is None for k in ("num_virtual_stages_per_pipeline_rank", "virtual_pipeline_model_parallel_size")):
         # megatron/training/arguments.py validate_args (even split, no virtual stages) asserts this
         raise PlanError("--pipeline-model-parallel-size", pp,
@@ -920,6 +963,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         vpp = a["num_virtual_stages_per_pipeline_rank"]
     elif a.get("virtual_pipeline_model_parallel_size") is not None:
         vpp = a["virtual_pipeline_model_parallel_size"]
+    vpp = _hybrid_pipeline(a, pp, vpp, rep)
     sp = bool(get(a, "sequence_parallel")) and tp > 1  # validate_args: disabled when TP=1
     if get(a, "use_torch_fsdp2"):
         sharding = "full"
@@ -1104,7 +1148,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:
             raise PlanError("--tp-comm-overlap", True, "requires --sequence-parallel with TP > 1")
-        if training["overlap_param_gather"] and (sharding == "none" or not training["overlap_grad_reduce"]):
+        # (dist_muon's layer-wise optimizer gathers too: "or args.optimizer == 'dist_muon'")
+        if training["overlap_param_gather"] and ((sharding == "none" and not training.get("muon_layer_wise"))
+                                                 or not training["overlap_grad_reduce"]):
             raise PlanError("--overlap-param-gather", True,
                             "requires --use-distributed-optimizer (or Megatron-FSDP) and --overlap-grad-reduce")
         # model_parallel_config.py __post_init__ (megatron-core 0.16.1)
@@ -1140,7 +1186,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if problems:
             field, value, allowed = problems[0]
             raise PlanError("--use-torch-fsdp2", True, f"Megatron's validate_args requires {field} {allowed} (here {value})")
-    src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes)
+    # a '|'-separated hybrid pattern fixes the pipeline split: the tuner keeps it (plan.source.fixed)
+    fixed = ["parallel.pp", "parallel.vpp", "parallel.pipeline_layers_first_stage",
+             "parallel.pipeline_layers_last_stage", "parallel.pipeline_layout"] if hybrid_segments(a) else []
+    src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes, fixed=fixed)
     return plan.model_copy(update={"source": src})
 
 
@@ -1185,6 +1234,15 @@ def _dist_opt_instances(a: dict[str, Any], rep: _Report, sharding: str) -> int:
                     "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
                     if sharding != "optimizer" else ""))
     return instances
+
+
+def muon_layer_wise_dist_opt(a: dict[str, Any]) -> bool:
+    """``--optimizer muon`` / ``dist_muon`` with ``--use-distributed-optimizer`` (no FSDP): Megatron-LM >=
+    core_v0.18.0 runs the layer-wise distributed optimizer, ``dist_muon``'s (5b512b45d1, 2026-04-02,
+    ``arguments.py`` validate_args: ``use_layer_wise_distributed_optimizer = True``, ``use_distributed_optimizer =
+    False``); earlier releases assert "Muon optimizer does not support distributed optimizer"."""
+    return (str(get(a, "optimizer")) in ("muon", "dist_muon") and bool(get(a, "use_distributed_optimizer"))
+            and not get(a, "use_torch_fsdp2") and not get(a, "use_megatron_fsdp"))
 
 
 def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
@@ -1508,7 +1566,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         if out["use_torch_fsdp2"]:  # validate_args: torch FSDP2 refuses gradient accumulation fusion
             out["gradient_accumulation_fusion"] = False
     else:
-        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full")
+        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full") or (
+            t.optimizer == "muon" and t.muon_layer_wise and muon_layer_wise_dist_opt(current))  # >= 0.18 dist_muon
         if p.dp_sharding in ("full", "optimizer_grads"):
             out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy=strategies[p.dp_sharding],
                        ckpt_format="fsdp_dtensor")

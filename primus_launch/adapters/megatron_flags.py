@@ -1639,13 +1639,20 @@ def config_only_notes(options: Any) -> list[str]:
     return out
 
 
+# options a fork's own parser has that are prefixes of Megatron-LM flags: read as that fork's (an unknown flag,
+# noted), not refused as an abbreviation.  ROCm/Megatron-LM branches guihong_dev, rebeclee_dev,
+# yushengsu-dev-databricks(-rocm6.2) add ``_add_tasks_args`` (``--task``, ``--train-data``, ``--valid-data``) to the
+# main parser (``megatron/arguments.py`` parse_args) and feed ``--train-data`` to their ChatDataset (pretrain_gpt.py)
+FORK_OPTIONS = frozenset({"--train-data", "--valid-data"})
+
+
 def abbreviated(option: str) -> tuple[str, ...]:
     """The Megatron-LM option strings ``option`` abbreviates (starts, and is not itself one of), TransformerConfig-only
     names (``CONFIG_ONLY``) left out.  Megatron-LM's parser is built with ``allow_abbrev=False``
     (``megatron/training/arguments.py`` ``parse_args``, core_r0.16.0 and main) and ends with ``parser.parse_args()``:
     ``--num-layer 32`` exits with "unrecognized arguments" instead of setting ``--num-layers``.  A flag spelling of a
     dest (``--overlap-p2p-comm``, from a YAML key) is no abbreviation here: it stays an unknown flag, noted."""
-    if not option.startswith("--") or len(option) < 3 or option in by_option() \
+    if not option.startswith("--") or len(option) < 3 or option in by_option() or option in FORK_OPTIONS \
             or option[2:].replace("-", "_") in by_dest():  # a dest spelled as a flag (--overlap-p2p-comm): noted
         return ()
     return tuple(sorted(o for o, f in by_option().items() if o.startswith(option) and f.versions != "config"))

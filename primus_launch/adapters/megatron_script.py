@@ -777,8 +777,11 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
         if idx is None:
             continue
         texts = [t.text for t in cmd.args[idx + 1:]]
-        score = (("--num-layers" in texts) or any(t.startswith("--num-layers=") for t in texts), len(texts))
-        if score[0]:
+        # a command that runs it over one that prints it (`echo ${run_cmd} | tee -a $LOG; eval ${run_cmd}`: the echo's
+        # unquoted words still hold the redirection and pipe the eval'd command reads as shell syntax)
+        executes = not (cmd.args and cmd.args[0].text.rsplit("/", 1)[-1] in ("echo", "printf"))
+        score = (executes, ("--num-layers" in texts) or any(t.startswith("--num-layers=") for t in texts), len(texts))
+        if executes and score[1]:
             runs.append(tuple(texts))
         if best is None or score >= best[0]:
             best = (score, cmd.args, idx, cmd.env)

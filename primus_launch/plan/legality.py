@@ -208,8 +208,10 @@ def _precision_and_overlap_problems(plan: PlanSections, dp: int) -> list[Problem
         elif n > m.num_layers:
             out.append((f"training.{name}", n, f"at most num_layers ({m.num_layers})"))
     # --- overlap (megatron/training/arguments.py validate_args): param-gather overlap needs sharded
-    # parameters or optimizer state and grad-reduce overlap; TP comm overlap needs sequence parallelism
-    if t.overlap_param_gather and (p.dp_sharding == "none" or not t.overlap_grad_reduce):
+    # parameters or optimizer state (or dist_muon's layer-wise optimizer: "or args.optimizer == 'dist_muon'") and
+    # grad-reduce overlap; TP comm overlap needs sequence parallelism
+    layer_wise = t.optimizer == "muon" and t.muon_layer_wise
+    if t.overlap_param_gather and ((p.dp_sharding == "none" and not layer_wise) or not t.overlap_grad_reduce):
         out.append(("training.overlap_param_gather", True,
                     "needs dp_sharding optimizer/optimizer_grads/full and overlap_grad_reduce"))
     if t.tp_comm_overlap and not p.sequence_parallel:
