@@ -81,8 +81,23 @@ def decode(data: bytes, field: str, value: object) -> str:
                         f"{_where(data, e.start)}); save it as UTF-8") from None
 
 
+def check_written_path(path: str | Path, field: str = "recipe") -> None:
+    """Refuse a path as written that the kernel refuses (``r.sh/``, ``r.sh/.``: a file named as a folder), as the shell
+    does ("Not a directory"); :class:`~pathlib.Path` drops the trailing ``/`` and read the file ``r.sh``."""
+    if not isinstance(path, str) or not path.rstrip().endswith(("/", "/.")):
+        return
+    try:
+        os.stat(path)
+    except NotADirectoryError:
+        raise UserError(f"{field}={path!r}: Not a directory (a trailing '/' names a folder; "
+                        f"{path.rstrip().rstrip('/.').rstrip('/') or path!r} is a file: write it without the '/')") from None
+    except (OSError, ValueError):
+        return
+
+
 def read_bytes(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a user's file (at most ``limit``), remembered as an input of the run."""
+    check_written_path(path, field)
     p = Path(path)
     shown = str(p)
     try:

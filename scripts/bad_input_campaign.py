@@ -35,7 +35,11 @@ a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (
 character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal, bash arithmetic over
 a command's output or ``$RANDOM`` (read as 0: ``N=$(nproc); TP=$((N / 4 + 1))`` projected TP 1), a path starting with
 an unexpanded ``~`` (``--report=~/r.html`` made a folder named "~"), ``--yaml-cfg`` in a command (Megatron-LM then ignores
-its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under a script default (read without a word).
+its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under a script default (read without a word);
+the robust12 classes (``--only r12:``): a model bound named by the plan's field (``model.num_experts``), a Primus value
+from the environment (the variable unnamed, 1e400 shown as 'inf'), NeMo ``${oc.env:X}`` resolvers, ``--project r.sh/``,
+a node past the GPU's reference server (noted), a script that exits before training, a virtual-stage count named by the
+wrong flag, a Primus ``modules:`` with no framework or no model.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1211,7 +1215,7 @@ def robust11_cases() -> list[Case]:
             ("yaml:cp=-3", "r.yaml", YAML.replace(b"  context_parallel_size: 1", b"  context_parallel_size: -3"),
              "--context-parallel-size=-3"),
             ("primus:ep=0", "r.yaml", PRIMUS.replace(b"expert_model_parallel_size: 1", b"expert_model_parallel_size: 0"),
-             "--expert-model-parallel-size=0"),
+             "expert_model_parallel_size=0"),
             ("bridge:vpp=0", "b.yaml", bridge.replace("virtual_pipeline_model_parallel_size: 2",
                                                        "virtual_pipeline_model_parallel_size: 0").encode(),
              "--num-virtual-stages-per-pipeline-rank=0"),
@@ -1316,6 +1320,57 @@ def robust11_cases() -> list[Case]:
     return out
 
 
+def robust12_cases() -> list[Case]:
+    """The robust12 classes (``--only r12:``): a bound or rule of the plan's model section named by the plan's field
+    (``model.num_experts=99999999``; now ``--num-experts`` / the Primus key); a Primus value from the environment
+    (``PRIMUS_TP=1e400`` shown as 'inf', the variable unnamed); NeMo ``${oc.env:X}`` / ``${oc.decode:..}`` ("needs a
+    whole number"); ``--project r.sh/`` read as r.sh (bash: "Not a directory"); a node past the GPU's reference server
+    (``--gpus-per-node 16`` on h100-sxm priced as one 16-GPU NVLink domain, now noted); a script that exits before its
+    training command; a virtual-stage count named ``--num-layers-per-virtual-pipeline-stage`` with the count; a Primus
+    ``modules:`` naming no framework or a module with no model."""
+    out: list[Case] = []
+    for tag, name, data, words in (
+            ("bash:num-experts", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-experts 99999999\n"),
+             ("--num-experts=99999999",)),
+            ("bash:router-groups", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-experts 8 --moe-router-topk 2 "
+                                                         b"--moe-router-num-groups 3 --moe-router-group-topk 1\n"),
+             ("--moe-router-num-groups=3",)),
+            ("primus:router-groups", "r.yaml", PRIMUS.replace(
+                b"      expert_model_parallel_size: 1\n", b"      expert_model_parallel_size: 1\n      num_experts: 8\n"
+                b"      moe_router_topk: 2\n      moe_router_num_groups: 3\n      moe_router_group_topk: 1\n"),
+             ("moe_router_num_groups=3",)),
+            ("vstages", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-virtual-stages-per-pipeline-rank 2\n"),
+             ("--num-virtual-stages-per-pipeline-rank=2",)),
+            ("layers-per-vstage", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-layers-per-virtual-pipeline-stage 4\n"),
+             ("--num-layers-per-virtual-pipeline-stage=4", "8 virtual stages")),
+            ("layout-vstages", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --pipeline-model-parallel-layout 'Et*16|t*16L'\n"),
+             ("--pipeline-model-parallel-layout='Et*16|t*16L'",)),
+            ("exit-first", "r.sh", b"#!/bin/bash\nexit 1\n" + BASH, ("'exit 1'", "before any training command")),
+            ("primus:modules-null", "r.yaml", PRIMUS.split(b"modules:")[0] + b"modules:\n  pre_trainer: null\n",
+             ("modules.pre_trainer=None",)),
+            ("primus:no-model", "r.yaml", PRIMUS.split(b"modules:")[0] + b"modules:\n  pre_trainer:\n    framework: megatron\n",
+             ("modules.pre_trainer: no model",))):
+        out.append(Case(f"r12:named:{tag}", "value", {name: data}, ["--project", name] + TAIL, expect_refusal=True,
+                        expect_words=words))
+    for tag, old, new, words in (
+            ("oc-env", "num_layers: 8", "num_layers: ${oc.env:NL,8}", ("resolver ${oc.env:NL,8} not evaluated",)),
+            ("oc-env-no-default", "micro_batch_size: 1", "micro_batch_size: ${oc.env:MBS}", ("no default",)),
+            ("oc-decode", "tensor_model_parallel_size: 2", "tensor_model_parallel_size: ${oc.decode:${oc.env:TP}}",
+             ("resolver ${oc.decode:${oc.env:TP}} not evaluated",))):
+        out.append(Case(f"r12:nemo:{tag}", "value", {"n.yaml": NEMO.replace(old, new, 1).encode()},
+                        ["--project", "n.yaml"] + TAIL, expect_refusal=True, expect_words=words))
+    for v, words in (("abc", "PRIMUS_TP='abc'"), ("1e400", "PRIMUS_TP='1e400'"), ("0", "PRIMUS_TP='0'")):
+        out.append(Case(f"r12:primus-env:{v}", "stream", {"r.yaml": PRIMUS}, ["--project", "r.yaml"] + TAIL, expect_rc=2,
+                        expect_words=("tensor_model_parallel_size: ${PRIMUS_TP:1}", words), env={"PRIMUS_TP": v}))
+    for tag, argv in (("project", ["--project", "r.sh/"]), ("project-dot", ["--project", "r.sh/."]),
+                      ("tune", ["--tune", "r.sh/", "--out", "t.sh"]), ("gpu-file", ["--project", "r.sh", "--gpu-file", "g.toml/"])):
+        out.append(Case(f"r12:slash:{tag}", "argv", {"r.sh": BASH, "g.toml": b"[gpu.h100-sxm]\ntdp_watts = 700\n"},
+                        argv + TAIL, expect_refusal=True, expect_words=("Not a directory",)))
+    out.append(Case("r12:node-past-server", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--gpus-per-node", "16"],
+                    expect_words=("reference server has 8 GPUs", "domain of 16 GPUs")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1346,6 +1401,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust9_cases()
     cases += robust10_cases(rng, quick)
     cases += robust11_cases()
+    cases += robust12_cases()
     return cases
 
 

@@ -97,7 +97,7 @@ def test_an_unknown_gpu_file_field_names_the_allowed_ones(tmp_path):
 def test_max_position_embeddings_below_the_sequence_is_refused(tmp_path):
     """Megatron-LM's validate_args asserts max_position_embeddings >= seq_length; the plan took 4096 / 8192."""
     (tmp_path / "r.sh").write_text(BASH.replace("--max-position-embeddings 131072", "--max-position-embeddings 4096"))
-    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "model.max_position_embeddings=4096",
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "--max-position-embeddings=4096",
             "at least seq_length=8192")
 
 

@@ -55,13 +55,13 @@ VALUES = [
     ("r.sh", sub(MIXTRAL, r"--num-experts 8", "--num-experts 8 --moe-ffn-hidden-size 0"), ["--moe-ffn-hidden-size=0"]),
     # past Python's 4,300-digit int(str) limit (an internal error) and shown by its head and size
     ("r.yaml", PRIMUS.replace("${PRIMUS_TP:1}", "${PRIMUS_TP:" + "9" * 5000 + "}"),
-     ["--tensor-model-parallel-size='999", "(5,002 characters): an integer"]),
+     ["tensor_model_parallel_size: ${PRIMUS_TP:999", "(5,013 characters): an integer"]),
     # a YAML list or mapping where Megatron takes one value (a list was read as its first element)
     ("r.yaml", sub(YAML, r"^num_layers: 32", "num_layers: [32]"), ["--num-layers=[32]", "an integer"]),
     ("r.yaml", sub(YAML, r"^lr: 3\.0e-4", "lr: {a: 1}"), ["--lr=", "not a mapping"]),
     ("r.yaml", sub(YAML, r"^lr: 3\.0e-4", "lr: .nan"), ["--lr=nan", "finite"]),
     ("r.yaml", sub(YAML, r"^rotary_base: 500000", f"rotary_base: {2**200}"), ["--rotary-base", "64 bits"]),
-    ("r.yaml", sub(PRIMUS, r"^    bf16: true", "    bf16: [1]"), ["--bf16=[1]", "true or false"]),
+    ("r.yaml", sub(PRIMUS, r"^    bf16: true", "    bf16: [1]"), ["bf16=[1]", "true or false"]),
     # TorchTitan takes the TOML's values as they are: a string "false" is true there
     ("r.toml", sub(TOML, r"^lr = 3e-4", 'lr = "3e-4"'), ["optimizer.lr='3e-4'", "a number"]),
     ("r.toml", sub(TOML, r"^lr = 3e-4", "lr = nan"), ["optimizer.lr=nan", "finite"]),

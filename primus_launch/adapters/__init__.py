@@ -101,14 +101,19 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
     rule the final plan breaks (default: the CLI flags, :data:`CLUSTER_FLAGS`); ``script_env``: the variables a
     launch script is started with (``TP=4 bash x.sh``: a command's prefixes; never this process's environment,
     :mod:`primus_launch.adapters.caller_env`)."""
+    from primus_launch.inputs import check_written_path
+
+    check_written_path(path)  # `r.sh/`: Path would drop the '/' the kernel refuses
     p = Path(path)
     _text(p)  # the input boundary: a folder, a missing, unreadable, oversized or non-UTF-8 file ends here
     kind = detect_kind(p)
     overrides = {k: v for k, v in (cluster_overrides or {}).items() if v is not None}
+    from primus_launch.adapters.node_size import with_node_note
+
     if kind == "wrapper":
-        return load_wrapper(p, overrides, primus_root)
+        return with_node_note(load_wrapper(p, overrides, primus_root))
     try:
-        return _load_native(p, kind, overrides, primus_root, script_args, script_env)
+        return with_node_note(_load_native(p, kind, overrides, primus_root, script_args, script_env))
     except PlanError as e:  # a rule that reads the cluster names the overrides that set it
         named = cluster_rule_error(e, overrides, origin)
         if named is e:

@@ -120,7 +120,16 @@ def plan_from_command(argv: list[str], overrides: dict | None = None, primus_roo
     """The plan of a training command (see the module docstring for the kinds and precedence); ``primus_root``
     locates the presets of a Primus launch's experiment; ``script_env``: variables the launch script (or
     run_train.sh, a Primus launcher) starts with besides the command's own ``NAME=value`` words, which win (never
-    this process's environment: :mod:`primus_launch.adapters.caller_env`)."""
+    this process's environment: :mod:`primus_launch.adapters.caller_env`); a node past the GPU's reference server is
+    noted (:mod:`primus_launch.adapters.node_size`)."""
+    from primus_launch.adapters.node_size import with_node_note
+
+    return with_node_note(_plan_of_command(argv, overrides, primus_root, script_env))
+
+
+def _plan_of_command(argv: list[str], overrides: dict | None, primus_root: str | Path | None,
+                     script_env: dict[str, str] | None) -> Plan:
+    """:func:`plan_from_command`'s reading, by the command's kind."""
     argv = [str(a) for a in argv]
     if not argv:
         raise UserError("command: empty; give the training command after '--'")

@@ -1180,7 +1180,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     if training["global_batch_size"] is None:  # validate_args: mbs * dp
         world = cluster.world_size
         training["global_batch_size"] = mbs * max(1, world // (tp * pp * parallel["cp"]))
-    plan = build_plan(model, parallel, training, cluster, validate)
+    try:
+        plan = build_plan(model, parallel, training, cluster, validate)
+    except PlanError as e:
+        raise _vpp_as_written(_model_as_written(e, a), a, vpp_ways, pp) from None
     if validate and get(a, "use_torch_fsdp2"):  # validate_args' torch FSDP2 assertions (plan/legality.py)
         problems = torch_fsdp2_problems(plan)
         if problems:
@@ -1191,6 +1194,40 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
              "parallel.pipeline_layers_last_stage", "parallel.pipeline_layout"] if hybrid_segments(a) else []
     src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes, fixed=fixed)
     return plan.model_copy(update={"source": src})
+
+
+#: the Megatron destination a model field is read from where its name differs (``--kv-channels`` sets ``head_dim``)
+MODEL_DESTS = {"model.head_dim": "kv_channels"}
+
+
+def _model_as_written(e: PlanError, a: dict[str, Any]) -> PlanError:
+    """``e`` (a rule or bound of the plan's model section: ``model.num_experts=99999999``, ``model.moe_router_num_groups=3:
+    must divide num_experts=8``) named by the Megatron flag the value was read from, where the arguments hold that very
+    value (a derived value -- a padded vocabulary, a default FFN width -- keeps the plan's name: no flag wrote it)."""
+    if not e.field.startswith("model."):
+        return e
+    dest = MODEL_DESTS.get(e.field, e.field[len("model."):])
+    given = a.get(dest)
+    if dest not in BY_DEST or given is None or isinstance(given, bool) != isinstance(e.value, bool) or given != e.value:
+        return e
+    return PlanError(BY_DEST[dest].flag, e.value, e.allowed)
+
+
+def _vpp_as_written(e: PlanError, a: dict[str, Any], ways: list[str], pp: int) -> PlanError:
+    """``e`` on the plan's virtual-stage count (named ``--num-layers-per-virtual-pipeline-stage`` with the count, which
+    is not that flag's value) named by the way the arguments set it: that flag with its own value, the count of
+    virtual stages per rank, or the layout whose stages make it (``--num-virtual-stages-per-pipeline-rank 2`` on one
+    pipeline stage was "--num-layers-per-virtual-pipeline-stage=2")."""
+    ways = ways or [k for k in ("virtual_pipeline_model_parallel_size",) if a.get(k) is not None and k in BY_DEST]
+    if e.field != FIELD_FLAGS["parallel.vpp"] or not ways:
+        return e
+    way = ways[0]
+    if way == "pipeline_model_parallel_layout":
+        return PlanError(BY_DEST[way].flag, a[way], f"its stages make {e.value} virtual stages per rank on "
+                         f"--pipeline-model-parallel-size={pp}, which {e.allowed}")
+    if a[way] == e.value:
+        return PlanError(BY_DEST[way].flag, a[way], e.allowed)
+    return PlanError(BY_DEST[way].flag, a[way], f"{e.value} virtual stages per rank, which {e.allowed}")
 
 
 def _hybrid_model(a: dict[str, Any], hyb: str | None, moe: bool) -> dict[str, Any]:

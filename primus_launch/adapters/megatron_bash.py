@@ -926,7 +926,13 @@ class ShellState:
         # per function call running: name -> (scalar, array) it had before the call's `local NAME` (None: unset)
         self._frames: list[dict[str, tuple[list[PC] | None, list[list[PC]] | None]]] = []
         self.sc = parse_script(text, path, self.warnings)
-        self.run(_statements(self.sc.root))
+        # a top-level `exit` ends the script there (bash runs nothing after it): (line, its text) where one did
+        self.exited_at: tuple[int, str] | None = None
+        for node in _statements(self.sc.root):
+            if node.type == "command" and re.match(r"exit(\s|;|$)", self.sc.src(node).strip()):
+                self.exited_at = (self.sc.line(node.start_byte), " ".join(self.sc.src(node).split())[:80])
+                break
+            self.exec(node)
 
     def _child(self, text: str, path: str, sc: Script) -> "ShellState":
         """A state sharing this one's variables, functions and positional parameters, for another

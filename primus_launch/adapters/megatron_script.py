@@ -785,6 +785,10 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
             runs.append(tuple(texts))
         if best is None or score >= best[0]:
             best = (score, cmd.args, idx, cmd.env)
+    if best is None and getattr(state, "exited_at", None):
+        line, said = state.exited_at
+        raise UserError(f"{path}: line {line}: {said!r} ends the script before any training command runs (bash runs "
+                        "nothing after a top-level exit); remove it, or give the training command after --")
     if best is None:
         raise UserError(f"{path}: no training command found (expected torchrun/python ... pretrain_gpt.py --num-layers ...)")
     note = runs_note(runs, tuple(t.text for t in best[1][best[2] + 1:]))

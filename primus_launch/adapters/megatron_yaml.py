@@ -399,8 +399,15 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         rec.env_node = env_node
         rec.env = {str(k.value): str(_value(v)) for k, v in _mapping_items(env_node)
                    if isinstance(k, yaml.ScalarNode) and _value(v) is not None}
-    if _child(root, "modules") is not None:
-        raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
+    mods = _child(root, "modules")
+    if mods is not None:  # a Primus experiment names a framework under modules.<trainer> (else it is read as one)
+        items = list(_mapping_items(mods)) if isinstance(mods, yaml.MappingNode) else []
+        node = items[0][1] if items else mods
+        value = repr(_value(node)) if isinstance(node, yaml.ScalarNode) else "a list" if isinstance(
+            node, yaml.SequenceNode) else "a mapping without framework"
+        shown = f"modules.{items[0][0].value}={value}" if items else f"modules={value}"
+        raise UserError(f"{path}: {shown}: no trainer module naming its framework; a Primus experiment gives "
+                        "modules.pre_trainer with framework (megatron or torchtitan), config and model")
     _refuse_bridge_config(root, path)
     _refuse_nemo1_config(root, path)
     for block in ("ARGS", "MODEL_ARGS"):

@@ -188,4 +188,26 @@ class Resolver:
         return self.value(node, keys[:-1], ".".join(keys))
 
 
-__all__ = ["RESOLVERS", "Resolver", "Unresolved"]
+def unresolved_why(text: str) -> str:
+    """Why an interpolation of ``text`` (an :class:`Unresolved` value) stayed as written, and what to do: a resolver
+    this reader does not evaluate (OmegaConf's ``oc.env`` reads the launching shell's environment; ``oc.decode``,
+    ``oc.create``, ``now`` and a launcher's own resolvers run only inside OmegaConf) or a key outside the file."""
+    for a, b in _spans(text):
+        inner = text[a + 2:b - 1]
+        name, sep, rest = inner.partition(":")
+        name = name.strip()
+        if sep and name == "oc.env":
+            var, _, default = rest.partition(",")
+            dflt = f", default {default.strip()}" if default.strip() else ", no default"
+            return (f"resolver {text[a:b]} not evaluated (OmegaConf reads the environment variable {var.strip()} when "
+                    f"the launcher runs{dflt}): write the value")
+        if sep and name not in RESOLVERS and not name.startswith("."):
+            return (f"resolver {text[a:b]} not evaluated (primus-launch evaluates {', '.join(RESOLVERS)} and keys of "
+                    "the file): write the value")
+        if "${" in inner:
+            return unresolved_why(inner)
+        return f"{text[a:b]} names a key outside the file (another launcher config group): write the value"
+    return "an interpolation outside the file; write the value"
+
+
+__all__ = ["RESOLVERS", "Resolver", "Unresolved", "unresolved_why"]

@@ -52,7 +52,7 @@ from primus_launch.adapters.megatron import (cluster_edits, plan_diffs, refuse_d
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, changed_args, convert, plan_from_args
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, mapping_root, scalar_text
-from primus_launch.adapters.nemo_interp import Resolver, Unresolved
+from primus_launch.adapters.nemo_interp import Resolver, Unresolved, unresolved_why
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
@@ -138,7 +138,9 @@ def _family(rec: NemoRecipe, root: yaml.MappingNode, res: Resolver) -> None:
                         "GPT-family decoders only (NeMo MegatronGPTModel: gpt3, llama, mistral, mixtral, nemotron, ...)")
     for k in ("num_layers", "hidden_size", "num_attention_heads"):
         v = res.at(("model", k))
-        if not isinstance(v, int) or isinstance(v, bool):  # null, ${launcher value}, a mapping, 8.0
+        if isinstance(v, Unresolved):  # ${oc.env:X}, ${cluster.x}: named, with why it stayed as written
+            raise UserError(f"{rec.path}: model.{k}={str(v)!r}: {unresolved_why(v)}")
+        if not isinstance(v, int) or isinstance(v, bool):  # null, a mapping, 8.0
             shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
             raise UserError(f"{rec.path}: model.{k}={shown}: the model's shape needs a whole number here")
 
@@ -146,7 +148,7 @@ def _family(rec: NemoRecipe, root: yaml.MappingNode, res: Resolver) -> None:
 def _num(rec: NemoRecipe, res: Resolver, keys: tuple[str, ...]) -> Any:
     v = res.at(keys)
     if isinstance(v, Unresolved):
-        raise UserError(f"{rec.path}: {'.'.join(keys)}={str(v)!r}: an interpolation outside the file; write the value")
+        raise UserError(f"{rec.path}: {'.'.join(keys)}={str(v)!r}: {unresolved_why(v)}")
     return v
 
 

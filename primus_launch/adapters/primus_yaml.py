@@ -276,6 +276,26 @@ class Resolved:
     preset: dict  # the model preset chain (resolved)
     baseline: dict  # module defaults + the framework's base model preset: what nothing sets
     notes: list[str] = field(default_factory=list)
+    #: key -> (its text in the experiment file, the environment variables it reads with their values) where the
+    #: file writes a ``${VAR}`` / ``${VAR:default}`` value: an error names the variable and its value as given
+    env_refs: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+
+
+def _env_refs(raw: Any, env: Mapping[str, str]) -> dict[str, tuple[str, dict[str, str]]]:
+    """The keys of a parsed (unresolved) experiment file whose value is a string with ``${VAR...}`` in it, with the
+    variables set in ``env`` (a default used leaves the variable out: the file's text gives the value)."""
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    todo = [raw]
+    while todo:
+        o = todo.pop()
+        items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+        for k, v in items:
+            if isinstance(v, str) and _ENV.search(v):
+                if isinstance(k, str):
+                    out[k] = (v, {m.group(1): env[m.group(1)] for m in _ENV.finditer(v) if m.group(1) in env})
+            elif isinstance(v, (dict, list)):
+                todo.append(v)
+    return out
 
 
 def _module_of(exp: dict, where: str) -> tuple[str, dict]:
@@ -332,12 +352,13 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     from primus_launch.inputs import duplicate_keys, read_text
 
     # a key given twice: Primus's yaml.safe_load keeps the last, without a word (as Megatron YAMLs are noted)
-    notes = [f"{key}: given twice (lines {a} and {b}); the last is read"
-             for key, a, b in duplicate_keys(text if text is not None else read_text(path, "recipe"))]
+    text = text if text is not None else read_text(path, "recipe")
+    notes = [f"{key}: given twice (lines {a} and {b}); the last is read" for key, a, b in duplicate_keys(text)]
+    refs = _env_refs(_load_yaml_text(text, where), env)
     if not has_cfg:  # an exported (already flattened) module: the module itself is the configuration
         cfg = {k: v for k, v in mod.items() if k not in _RESERVED}
         cfg = deep_merge(cfg, overrides)
-        return Resolved(path, root, name, fw, cfg, overrides, {}, {}, notes)
+        return Resolved(path, root, name, fw, cfg, overrides, {}, {}, notes, refs)
     if not has_model:
         raise UserError(f"{where}: modules.{name}: a config without a model preset")
     if root is None:
@@ -361,7 +382,7 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     else:
         baseline = _preset(root, "modules", fw, mod["config"], env, where)
     cfg = deep_merge(cfg, overrides)
-    return Resolved(path, root, name, fw, cfg, overrides, preset, baseline, notes)
+    return Resolved(path, root, name, fw, cfg, overrides, preset, baseline, notes, refs)
 
 
 def _settings(r: Resolved) -> dict:
@@ -728,6 +749,54 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
+    """The plan of a Megatron module (:func:`_megatron_plan_of`); a refused value is named by the experiment's key
+    (:func:`_as_written`)."""
+    try:
+        return _megatron_plan_of(r, cluster, overrides)
+    except (PlanError, UserError) as e:
+        raise _as_written(e, r) from None
+
+
+def _key_of(name: str, cfg: Mapping[str, Any]) -> Optional[str]:
+    """The experiment key a Megatron flag (``--num-experts``) or destination is read from: a key of ``cfg`` whose
+    destination (:data:`~primus_launch.adapters.megatron_args.YAML_ALIASES`) it is; None where none is."""
+    from primus_launch.adapters.megatron_args import YAML_ALIASES
+
+    dest = name[2:].replace("-", "_") if name.startswith("--") else name
+    keys = [k for k in cfg if YAML_ALIASES.get(k, k) == dest]
+    return keys[0] if keys else None
+
+
+def _as_written(e: Exception, r: Resolved) -> Exception:
+    """``e`` naming the experiment's key in place of the Megatron flag it maps to (``--moe-router-num-groups=3`` ->
+    ``moe_router_num_groups=3``), where the configuration holds that value; a value from the environment names its
+    variable and the variable's value as given (``PRIMUS_TP=1e400`` was shown as 'inf')."""
+    text = str(e)
+    name = e.field if isinstance(e, PlanError) else (m.group(1) if (m := re.match(r"(--[\w-]+)=", text)) else None)
+    if not name:
+        return e
+    key = _key_of(name, r.config)
+    if key is None:
+        return e
+    rest = text[len(name) + 1:]  # "<value>: <allowed>"
+    value, sep, allowed = rest.partition(": ")
+    held = r.config.get(key)
+    if isinstance(e, PlanError):
+        value, allowed = e.value, e.allowed
+        if held != value and str(held) != str(value):
+            return e
+    raw, used = r.env_refs.get(key, ("", {}))
+    if raw:
+        raw = raw if len(raw) <= 200 else f"{raw[:60]}... ({len(raw):,} characters)"
+        from_env = ", ".join(f"{var}={val!r}" for var, val in used.items())
+        src = f"{key}: {raw} with {from_env} from the environment" if used else f"{key}: {raw}"
+        return UserError(f"{src}: {allowed}")
+    if isinstance(e, PlanError):
+        return PlanError(key, value, allowed)
+    return UserError(f"{key}={rest}") if sep else e
+
+
+def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, NULL_MEANS_FALSE, YAML_ALIASES, convert, plan_from_args
     from primus_launch.adapters.megatron_flags import check_value, config_only_flags
 
@@ -836,6 +905,11 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
         cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
                                   args.get("global_batch_size"), notes, overrides)
     preset = cfg.get("model")
+    from primus_launch.adapters.megatron_args import SHAPE_DESTS
+
+    if all(args.get(d) is None for d in SHAPE_DESTS):  # Megatron-LM's "required" would name a flag nobody wrote
+        raise UserError(f"{r.path}: modules.{r.module}: no model ({', '.join(SHAPE_DESTS)} unset); give model: "
+                        "<a Primus models/megatron preset> with config:, or the model's keys under overrides")
     plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
     if layer_ids is not None:

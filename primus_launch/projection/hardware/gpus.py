@@ -442,7 +442,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     from primus_launch.inputs import expect, parse_toml, parse_yaml, read_text
 
     p = Path(path)
-    text = read_text(p, field)
+    text = read_text(path, field)  # as written: `g.toml/` is refused ("Not a directory"), not read as g.toml
     data = parse_yaml(text, field, str(p)) if p.suffix in (".yaml", ".yml") else parse_toml(text, field, str(p))
     if p.suffix in (".yaml", ".yml"):
         from primus_launch.inputs import duplicate_keys
