@@ -664,7 +664,7 @@ def edge_cases() -> list[Case]:
                       ("yaml", re.sub(rb"(?m)^max_position_embeddings: .*$", b"max_position_embeddings: 4096", YAML))):
         name = "r.sh" if tag == "bash" else "r.yaml"
         out.append(Case(f"edge:max-position-below-seq:{tag}", "value", {name: data}, ["--project", name] + TAIL,
-                        expect_refusal=True, expect_words=("max_position_embeddings=4096",)))
+                        expect_refusal=True, expect_words=("--max-position-embeddings=4096",)))
     dup = PRIMUS.replace(b"      micro_batch_size: ${PRIMUS_MBS:4}\n",
                          b"      micro_batch_size: ${PRIMUS_MBS:4}\n      micro_batch_size: 2\n")
     out.append(Case("edge:primus-key-twice", "value", {"r.yaml": dup}, ["--project", "r.yaml"] + TAIL,
