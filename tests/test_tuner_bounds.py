@@ -58,6 +58,10 @@ def test_bounds_below_the_projection_on_sampled_plans(recipe):
         pytest.skip(f"{recipe}: {type(e).__name__}")
     sp = Space(plan)
     bm = BoundModel(plan, sp)
+    # the --memory-certain model: its floors held at the band's upper edge (its byte caches are the same:
+    # only the edge differs, so they are shared to keep the test cheap)
+    bmc = BoundModel(plan, sp, memory_certain=True)
+    bmc._mem, bmc._inside, bmc._outside = bm._mem, bm._inside, bm._outside
     checked = 0
     for s, j in _sample(sp, N_SAMPLE, zlib.crc32(recipe.encode())):
         h, f = sp.structs[s], sp.tables[sp.ctx[s]][j]
@@ -96,6 +100,14 @@ def test_bounds_below_the_projection_on_sampled_plans(recipe):
         # every node of the candidate out by memory (what the search bounds a candidate out by: Order.step)
         if bm.group_out(s, f) or all(bm.node_out(s, nk) for nk in bm.table_nodes(sp.ctx[s])):
             assert (prefilter(p) or "").startswith("memory"), recipe
+        # under --memory-certain (both rules' floors checked): a candidate, group or every node out by the
+        # floors at the upper edge holds no plan that fits by its whole band (memory_rule.admits "certain");
+        # the upper edge is the stricter, so what the lower edge bounds out it bounds out too
+        out_c = bmc.memory_out(s) or bmc.group_out(s, f) or all(bmc.node_out(s, nk)
+                                                               for nk in bmc.table_nodes(sp.ctx[s]))
+        if out_c:
+            assert r.memory.verdict != "fits" or (prefilter(p) or "").startswith("memory"), (recipe, r.memory.verdict)
+        assert not (bm.memory_out(s) and not bmc.memory_out(s)) and not (bm.group_out(s, f) and not bmc.group_out(s, f))
         checked += 1
     assert checked == N_SAMPLE
 
@@ -248,6 +260,37 @@ def test_te_graph_groups_hold_at_least_their_eager_twins_bytes():
     assert seen >= 12 and grew > 0, (seen, grew)
 
 
+def test_tp_overlap_groups_hold_at_least_their_floor_twins_bytes():
+    """``BoundModel.floor_twin``: a Megatron plan with ``--tp-comm-overlap`` holds inside the allocator at
+    least the bytes of the same plan without it (and without TE-scoped graphs), by the pre-filter's own model on
+    both bases (inside it the overlap adds only TE's userbuffers GEMM workspaces), so a group whose twin is out
+    is out, under either memory rule.  Sampled on the DeepSeek-V3 FP8 recipe; at least one plan's twin holds
+    fewer bytes (the check cannot pass on equal numbers alone)."""
+    plan = load_recipe(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml")
+    sp = Space(plan)
+    bms = (BoundModel(plan, sp), BoundModel(plan, sp, memory_certain=True))
+    bms[1]._inside, bms[1]._outside = bms[0]._inside, bms[0]._outside
+    rng = random.Random(5)
+    seen, grew = 0, 0
+    for s in rng.sample(range(len(sp.structs)), 4):
+        h = sp.structs[s]
+        ub = [f for f in sp.tables[sp.ctx[s]] if f[F["tp_comm_overlap"]]]
+        for f in rng.sample(ub, min(len(ub), 6)):
+            twin = bms[0].floor_twin(f)
+            assert twin is not None and not twin[F["tp_comm_overlap"]]
+            p, p0 = apply_knobs(plan, Knobs(*h, *f)), apply_knobs(plan, Knobs(*h, *twin))
+            for basis in ("allocated", "reserved"):
+                peak, _, outside = memory_peak(p, basis)
+                peak0, _, outside0 = memory_peak(p0, basis)
+                assert peak - outside >= (peak0 - outside0) * (1 - TOL), (basis, f)
+            for bm in bms:
+                if bm.group_out(s, twin):
+                    assert bm.group_out(s, f) and bm._own_group_out(s, f)
+            seen += 1
+            grew += bms[0].inside_floor(h, f) > bms[0].inside_floor(h, twin) * (1 + 1e-9)
+    assert seen >= 6 and grew > 0, (seen, grew)
+
+
 def test_te_attn_graph_over_moe_recompute_and_expert_offload_holds_its_twins_bytes():
     """The sampled counterexample of the dominance above, fixed: Qwen3-235B at tp 2, pp 2, vpp 8, cp 8, ep 8,
     selective ``moe`` recompute, ``--offload-modules expert_fc1``, TE ``attn`` graphs (eager warm-up steps).  The
@@ -299,7 +342,9 @@ def test_capture_first_te_graphs_have_no_eager_twin():
             peak, _, out = memory_peak(p, "allocated")
             peak0, _, out0 = memory_peak(p0, "allocated")
             less += peak - out < (peak0 - out0) * (1 - 1e-6)
-            assert bm.group_keys(s, f) == ((s, memory_key(plan.framework, f)),)
+            # no graph-free group priced for it (its floor twin, floor_twin, drops only --tp-comm-overlap)
+            assert all(k[1][-1] is not None for k in bm.group_keys(s, f))
+            assert bm.group_keys(s, f)[-1] == (s, memory_key(plan.framework, f)) or bm.floor_twin(f) is not None
             assert bm.group_out(s, f) == bm._own_group_out(s, f)
     assert less > 0
 

@@ -781,7 +781,7 @@ class BoundModel:
         ``inside + outside > usable``; the floor is at most the verdict's inside bytes and the least outside, as
         for the band's edges), with the same eager-twin dominance.  Such a plan is never the ``point`` rule's
         answer, only a ``tight`` one (``branch_bound.py``: the second-tier incumbent)."""
-        twin = self.eager_twin(f)
+        twin = self.floor_twin(f)
         if twin is not None and self._own_group_out(s, twin, 0.0):
             return True
         return self._own_group_out(s, f, 0.0)
@@ -803,13 +803,30 @@ class BoundModel:
         g[F["cuda_graph_impl"]], g[F["cuda_graph_scope"]] = "none", ()
         return tuple(g)
 
+    def floor_twin(self, f: tuple) -> tuple | None:
+        """The memory twin :meth:`group_out` holds before ``f``'s own group: :meth:`eager_twin` (no
+        Transformer Engine-scoped CUDA graphs, where that is a floor) and, on a Megatron plan, without
+        ``--tp-comm-overlap``; None when that is ``f`` itself.  A floor of ``f``'s bytes inside the
+        allocator: inside it ``--tp-comm-overlap`` only adds TE's userbuffers GEMM workspaces
+        (``memory/mcore.py`` ``plan_gemm_workspaces``: ``userbuffers``; ``memory/workspaces.py``
+        ``gemm_workspaces``: ``te = (1 + 3 ub) x TE_WORKSPACE``, kept from the first GEMM and added to the
+        stage, ``stage_bytes``); its userbuffers themselves lie outside (``memory/outside.py``
+        ``userbuffers_bytes``, in :meth:`outside_floor`'s least over the table).  ``tests/test_tuner_bounds.py``
+        checks the twin's bytes at most the plan's on sampled plans."""
+        g = self.eager_twin(f)
+        g = list(f if g is None else g)
+        if self.plan.framework != "torchtitan" and g[F["tp_comm_overlap"]]:
+            g[F["tp_comm_overlap"]] = False
+        g = tuple(g)
+        return None if g == f else g
+
     def group_out(self, s: int, f: tuple) -> bool:
         """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
         the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
         the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``).  A group with
         TE-scoped CUDA graphs is out without its own pricing when its eager twin's (:meth:`eager_twin`) is:
         the graphs only add bytes (dominance)."""
-        twin = self.eager_twin(f)
+        twin = self.floor_twin(f)
         if twin is not None and self._own_group_out(s, twin):
             return True
         return self._own_group_out(s, f)
@@ -819,7 +836,7 @@ class BoundModel:
         search, whatever the caches hold): its own, preceded by its eager twin's when it has graphs; the
         twin's alone when that one is out (its own is then never priced)."""
         own = (s, memory_key(self.plan.framework, f))
-        twin = self.eager_twin(f)
+        twin = self.floor_twin(f)
         if twin is None:
             return (own,)
         tk = (s, memory_key(self.plan.framework, twin))
