@@ -43,6 +43,7 @@ import copy
 import io
 import json
 import os
+import importlib.util
 import re
 import subprocess
 import sys
@@ -96,6 +97,11 @@ def _child(tree: str, strict: bool) -> None:
     sys.meta_path.insert(0, _Stub())
     if not hasattr(typing, "override"):
         typing.override = lambda f: f  # type: ignore[attr-defined]
+    import builtins
+
+    # training-moe-june2025 (dfc83ce) param_and_grad_buffer.py annotates with Tuple without importing it: that branch
+    # head does not import at all (NameError); with the name supplied its parser runs and the recipes compare
+    builtins.Tuple = typing.Tuple  # type: ignore[attr-defined]
     import torch
 
     arch = [9]  # the plan's GPU generation, per job (validate_args asks CUDA_DEVICE_MAX_CONNECTIONS below sm100)
@@ -141,6 +147,8 @@ def _child(tree: str, strict: bool) -> None:
                     try:  # (argparse exits with SystemExit, no Exception)
                         p = A.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
                         out["unknown"] = [u for u in p.parse_known_args(sys.argv[1:])[1] if u.startswith("-")]
+                        # the ROCm forks' own switch (their megatron/arguments.py: store_true, QKV bias)
+                        args.add_qkv_bias_linear = "--add-qkv-bias-linear" in out["unknown"]
                     except BaseException:  # noqa: BLE001
                         pass
         except BaseException as e:  # noqa: BLE001 -- argparse exits
@@ -259,7 +267,8 @@ _TE_ENV = {"flash": (1, 0, 0), "fused": (0, 1, 0), "unfused": (0, 0, 1), "local"
 
 
 def model_build_refusal(ns: dict, env: dict[str, str]) -> Optional[str]:
-    """Megatron-LM's check when the model is built (>= core_r0.10 ``language_module.py`` ``_set_attention_backend``):
+    """Megatron-LM's check when the model is built (>= core_v0.11.0, fa0dcc4: ``language_module.py``
+    ``_set_attention_backend``):
     each of NVTE_FLASH_ATTN / NVTE_FUSED_ATTN / NVTE_UNFUSED_ATTN unset or the value ``--attention-backend`` sets."""
     want = _TE_ENV.get(str(ns.get("attention_backend")))
     for name, v in zip(("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"), want or ()):
@@ -300,7 +309,8 @@ def megatron_vs_plan(ns: dict, p: Any) -> dict[str, tuple[Any, Any]]:
         m.normalization)
     chk("untie_embeddings", bool(g("untie_embeddings_and_output_weights")), m.untie_embeddings_and_output_weights)
     chk("add_bias_linear", bool(g("add_bias_linear")), m.add_bias_linear)
-    chk("add_qkv_bias", bool(g("add_qkv_bias") or g("add_bias_linear")), m.add_qkv_bias or m.add_bias_linear)
+    chk("add_qkv_bias", bool(g("add_qkv_bias") or g("add_bias_linear") or g("add_qkv_bias_linear")),
+        m.add_qkv_bias or m.add_bias_linear)
     chk("qk_layernorm", bool(g("qk_layernorm")), m.qk_layernorm)
     pos = g("position_embedding_type")
     chk("position_embedding_type", "learned" if pos == "learned_absolute" else pos, m.position_embedding)
@@ -342,6 +352,11 @@ def megatron_vs_plan(ns: dict, p: Any) -> dict[str, tuple[Any, Any]]:
         chk("use_distributed_optimizer", bool(g("use_distributed_optimizer")), par.dp_sharding != "none")
     else:
         chk("fsdp", True, par.dp_sharding == "full" or par.dp_sharding.startswith("optimizer"))
+        if not g("use_torch_fsdp2") and g("data_parallel_sharding_strategy") != "no_shard":
+            # Megatron-FSDP: its sharding strategy is the plan's dp_sharding (no_shard: the optimizer's, above)
+            chk("data_parallel_sharding_strategy", g("data_parallel_sharding_strategy"),
+                {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim"}.get(
+                    par.dp_sharding, "no_shard"))
     chk("overlap_grad_reduce", bool(g("overlap_grad_reduce")), t.overlap_grad_reduce)
     chk("overlap_param_gather", bool(g("overlap_param_gather")), t.overlap_param_gather)
     chk("tp_comm_overlap", bool(g("tp_comm_overlap")), t.tp_comm_overlap)
@@ -466,7 +481,23 @@ def extract_tree(tmp: Path, ref: str) -> Path:
         archive = subprocess.run(["git", "-C", str(MIRROR), "archive", ref, "megatron"], capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dst)], input=archive, check=True)
+        if importlib.util.find_spec("transformer_engine") is None:
+            _guard_te_imports(dst)
     return dst
+
+
+def _guard_te_imports(tree: Path) -> None:
+    """Transformer Engine is not installed here: a module-level ``import transformer_engine as te`` (column 0, so
+    in no ``try``; training-moe-june2025 ``megatron/core/transformer/transformer_layer.py``, which uses ``te`` only
+    inside functions) is made the guarded import the other modules write (``te = None`` on ImportError), so that
+    the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it."""
+    for f in tree.rglob("*.py"):
+        text = f.read_text()
+        if not re.search(r"^import transformer_engine\b", text, re.M):
+            continue
+        f.write_text(re.sub(r"^import transformer_engine as (\w+)\s*$",
+                            lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    {m.group(1)} = None",
+                            text, flags=re.M))
 
 
 def read_plan(f: Path, root: Path, name: str) -> tuple[Any, Optional[str]]:

@@ -97,18 +97,48 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
     return rec, cluster
 
 
+# megatron-core ``LanguageModule._set_attention_backend`` (fa0dcc4, 2024-12-07; core_v0.11.0 .. main
+# ``models/common/language_module/language_module.py``, called from ``__init__``, i.e. at model build): per
+# ``--attention-backend`` the value each of NVTE_FLASH_ATTN, NVTE_FUSED_ATTN, NVTE_UNFUSED_ATTN must have (in that
+# order), unset or that exact text, else AssertionError "<var> set to <v>, but expected <e> for attention backend type
+# <backend>"
+ATTN_ENV_EXPECTED: dict[str, tuple[int, int, int]] = {
+    "local": (0, 0, 0), "flash": (1, 0, 0), "fused": (0, 1, 0), "unfused": (0, 0, 1), "auto": (1, 1, 1)}
+ATTN_ENV_VARS = ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+
+
+def attention_env_assertion(backend: str, env: Mapping[str, str]) -> str | None:
+    """The AssertionError text megatron-core >= 0.11 raises at model build for ``--attention-backend backend`` in
+    launch environment ``env`` (:data:`ATTN_ENV_EXPECTED`), or None when the variables agree."""
+    for name, want in zip(ATTN_ENV_VARS, ATTN_ENV_EXPECTED.get(backend, ())):
+        v = env.get(name)
+        if v is not None and v != str(want):
+            return f"{name} set to {v}, but expected {want} for attention backend type {backend}"
+    return None
+
+
 def _env_attention_backend(rec: Any) -> None:
     """Without ``--attention-backend``, the attention Transformer Engine runs is chosen by its opt-out
     variables: ``NVTE_FLASH_ATTN`` / ``NVTE_FUSED_ATTN`` (default 1; ``0`` disables the backend; both off:
     the unfused one -- TE ``attention/dot_product_attention/utils.py`` ``get_attention_backend``).  A recipe
     that exports one of them as 0 (Pai-Megatron-Patch's ``FL`` switch: ``NVTE_FLASH_ATTN=1
-    NVTE_FUSED_ATTN=0``, older Megatron-LM scripts) runs that backend; read into ``attention_backend`` with
-    a note.  Megatron-LM >= core_r0.10 asserts the variables unset or 1 under its default ``auto``
-    (``language_module.py`` ``_set_attention_backend``), so such a script runs on an older Megatron-LM, where
-    the variables decide."""
-    if "attention_backend" in rec.args:  # the flag, when given, is what Megatron-LM sets (and checks the variables against)
-        return
+    NVTE_FUSED_ATTN=0``, older Megatron-LM scripts) runs that backend on Megatron-LM before core_v0.11.0 (which has
+    no ``--attention-backend``); read into ``attention_backend`` with a note.  From core_v0.11.0 (fa0dcc4) Megatron-LM
+    stops such a run at model build (:func:`attention_env_assertion` under its default ``auto``); the reader cannot
+    tell the version from the script (the flag that dates it is the one absent), so the note says both.  With
+    ``--attention-backend`` given (so core_v0.11.0 or later) variables that disagree with it are that assertion: a
+    note names it (the plan keeps the flag's backend, which Megatron-LM would set if the variables were unset)."""
     env = recipe_env(rec)
+    if "attention_backend" in rec.args:  # the flag, when given, is what Megatron-LM sets (and checks the variables against)
+        backend = str(rec.args["attention_backend"]).strip()
+        stop = attention_env_assertion(backend, env)
+        if stop is not None:
+            var = stop.split(" ")[0]
+            rec.notes.append(f"--attention-backend {backend} with {var}={env[var]} "
+                             f"in the launch environment: Megatron-LM (core_v0.11.0 on, which has the flag) stops at "
+                             f"model build with AssertionError '{stop}' (language_module.py _set_attention_backend); "
+                             f"read as {backend}, the run once the variable is unset")
+        return
     flash, fused = env.get("NVTE_FLASH_ATTN"), env.get("NVTE_FUSED_ATTN")
 
     def on(v: str | None) -> bool:
@@ -119,9 +149,13 @@ def _env_attention_backend(rec: Any) -> None:
     backend = "flash" if on(flash) else "fused" if on(fused) else "unfused"
     rec.args["attention_backend"] = backend
     said = " ".join(f"{k}={v}" for k, v in (("NVTE_FLASH_ATTN", flash), ("NVTE_FUSED_ATTN", fused)) if v is not None)
-    rec.notes.append(f"{said} in the launch environment: attention read as {backend} (Transformer Engine's opt-out "
-                     "variables choose the backend where --attention-backend is not given; Megatron-LM >= core_r0.10 "
-                     "asserts them unset or 1 under its default --attention-backend auto)")
+    stop = attention_env_assertion("auto", env)
+    rec.notes.append(f"{said} in the launch environment: attention read as {backend}, as Transformer Engine's opt-out "
+                     "variables choose it on Megatron-LM before core_v0.11.0 (no --attention-backend); from "
+                     "core_v0.11.0 (fa0dcc4, 2024-12-07) Megatron-LM's default --attention-backend auto stops the run "
+                     f"at model build with AssertionError '{stop or 'NVTE_* set to 0'}' (language_module.py "
+                     "_set_attention_backend): "
+                     f"there, unset the variables and pass --attention-backend {backend}")
 
 
 def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, script_args: tuple[str, ...],

@@ -62,6 +62,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--untie-embeddings-and-output-weights", "true", group="model"),
     _f("--disable-bias-linear", "false", group="model", dest="add_bias_linear"),
     _f("--add-qkv-bias", "true", group="model"),
+    _f("--add-qkv-bias-linear", "true", group="model"),  # ROCm/Megatron-LM forks' spelling (megatron_flags FORK_ONLY)
     _f("--qk-layernorm", "true", group="model"),
     _f("--multi-latent-attention", "true", group="mla"),
     _f("--q-lora-rank", group="mla"),
@@ -163,6 +164,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--num-distributed-optimizer-instances", default=1, group="ddp"),
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
+    _f("--use-custom-fsdp", "true", group="ddp"),  # its spelling before af28b5a (2025-08-21): _custom_fsdp
     _f("--data-parallel-sharding-strategy", "str", "no_shard", group="ddp"),
     _f("--torch-fsdp2-no-reshard-after-forward", "false", group="ddp", dest="torch_fsdp2_reshard_after_forward"),
     _f("--no-gradient-accumulation-fusion", "false", group="ddp", dest="gradient_accumulation_fusion"),
@@ -783,6 +785,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "--nodes / --gpus-per-node)")
     rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
                       | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
+    a = _custom_fsdp(a, rep)
     if all(a.get(d) is None for d in SHAPE_DESTS):
         raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
@@ -890,6 +893,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if pai_shared:
             shared = pai_shared[0]
             rep.note(pai_shared[1])
+    if get(a, "add_qkv_bias_linear"):
+        rep.note("--add-qkv-bias-linear: a ROCm/Megatron-LM fork's flag (renwuli/disable_te_qwen*, guihong_dev: bias on "
+                 "the QKV projection only), read as --add-qkv-bias; Megatron-LM's own parser exits 'unrecognized "
+                 "arguments'")
     pai_mla = pai_patch.legacy_mla(a, mla)
     if pai_mla:  # Pai's DeepSeek-V2 model: MLA without Megatron's switch
         mla, mla_dims = True, pai_mla[0]
@@ -904,7 +911,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         activation=activation, activation_clamp=a.get("activation_func_clamp_value") if gated else None,
         untie_embeddings_and_output_weights=bool(get(a, "untie_embeddings_and_output_weights")),
         normalization=_NORM[norm], add_bias_linear=add_bias,
-        add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")), qk_layernorm=bool(get(a, "qk_layernorm")),
+        add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")) or bool(get(a, "add_qkv_bias_linear")), qk_layernorm=bool(get(a, "qk_layernorm")),
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
         attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
         moe_router_topk=get(a, "moe_router_topk"),
@@ -940,6 +947,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                             f"{n_st} stages must divide by --pipeline-model-parallel-size={pp}")
         vpp = n_st // pp
         first = last = None  # the layout places every layer
+        layout = _layout_mtp(str(layout), a.get("mtp_num_layers"), rep)
     elif a.get("num_layers_per_virtual_pipeline_stage") is not None:
         n = a["num_layers_per_virtual_pipeline_stage"]
         if first is not None or last is not None:
@@ -1228,6 +1236,47 @@ def _vpp_as_written(e: PlanError, a: dict[str, Any], ways: list[str], pp: int) -
     if a[way] == e.value:
         return PlanError(BY_DEST[way].flag, a[way], e.allowed)
     return PlanError(BY_DEST[way].flag, a[way], f"{e.value} virtual stages per rank, which {e.allowed}")
+
+
+def _layout_mtp(layout: str, mtp: Any, rep: _Report) -> str:
+    """A ``--pipeline-model-parallel-layout`` that names no MTP layer (``m``) with ``--mtp-num-layers`` N: the layout
+    of Megatron-LM before d7bf5aa (2025-08-26: core_v0.14.0rc0 and older, branches training-moe-june2025 and
+    chcui/gpt_oss), whose ``validate_layer_layout`` raised NotImplementedError on ``m`` and whose
+    ``get_mtp_num_layers_to_build`` put every MTP layer on the last pipeline stage: read so (N ``m`` before the last
+    stage's ``L``), with a note that later Megatron-LM asserts "Number of mtp layers in layout must match
+    mtp_num_layers".  Any other layout is returned as written."""
+    from primus_launch.plan.layout import parse_layout
+
+    if not mtp or not isinstance(mtp, int) or mtp < 1:
+        return layout
+    stages = list(parse_layout(layout))
+    if "m" in "".join(stages) or not stages[-1].endswith("L"):
+        return layout
+    stages[-1] = stages[-1][:-1] + "m" * mtp + "L"
+    rep.note(f"--pipeline-model-parallel-layout {layout} places no MTP layer (m): read as Megatron-LM before d7bf5aa "
+             f"(2025-08-26; core_v0.14.0rc0 and older) builds it, the {mtp} MTP layer(s) on the last pipeline stage; "
+             "Megatron-LM from core_v0.14.0 asserts 'Number of mtp layers in layout must match mtp_num_layers'")
+    return "|".join(stages)
+
+
+def _custom_fsdp(a: dict[str, Any], rep: _Report) -> dict[str, Any]:
+    """``--use-custom-fsdp``, the Megatron-FSDP switch of Megatron-LM from d165a85 (2025-02-26) to af28b5a
+    (2025-08-21: renamed ``--use-megatron-fsdp``; core_r0.12.0 .. core_v0.14.0rc0, the training-moe-june2025 and
+    chcui/gpt_oss branches), read as ``--use-megatron-fsdp``.  Those versions' ``validate_args`` also set
+    ``overlap_param_gather`` and ``overlap_grad_reduce`` with ``--data-parallel-sharding-strategy optim_grads_params``
+    and ``overlap_grad_reduce`` with ``optim_grads`` (removed by af28b5a), which the spelling dates."""
+    if not get(a, "use_custom_fsdp"):
+        return a
+    out = {**a, "use_megatron_fsdp": True}
+    strat = get(a, "data_parallel_sharding_strategy")
+    forced = {"optim_grads_params": ("overlap_param_gather", "overlap_grad_reduce"),
+              "optim_grads": ("overlap_grad_reduce",)}.get(str(strat), ())
+    for dest in forced:
+        if not get(a, dest):
+            out[dest] = True
+            rep.note(f"--{dest.replace('_', '-')}: on, as --use-custom-fsdp's Megatron-LM (before af28b5a, "
+                     f"2025-08-21) sets it with --data-parallel-sharding-strategy {strat}")
+    return out
 
 
 def _hybrid_model(a: dict[str, Any], hyb: str | None, moe: bool) -> dict[str, Any]:
@@ -1593,7 +1642,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # (plan/legality.py torch_fsdp2_problems: e.g. no --overlap-param-gather with torch FSDP2).
     strategies = {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim",
                   "none": "no_shard"}
-    if current.get("use_megatron_fsdp"):
+    if current.get("use_megatron_fsdp") or current.get("use_custom_fsdp"):  # (its spelling before af28b5a)
         out["data_parallel_sharding_strategy"] = strategies[p.dp_sharding]
     elif (current.get("use_torch_fsdp2") or (p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2")) \
             and p.dp_sharding != "optimizer_grads" and not (

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from primus_launch.plan import PlanError
 
 VERSIONS = {"both": "core_r0.16.0, main", "0.16": "core_r0.16.0 only", "main": "main only",
-            "dev": "dev only (d48bd6be, 2026-08-21)", "config": "TransformerConfig field (YAML configs)"}
+            "dev": "dev only (d48bd6be, 2026-08-21)", "config": "TransformerConfig field (YAML configs)",
+            "rocm": "ROCm/Megatron-LM forks only (megatron/arguments.py of renwuli/disable_te_qwen*, guihong_dev, ...)",
+            "0.12-0.14": "core_r0.12.0 .. core_v0.14.0rc0 (renamed in af28b5a, 2025-08-21)"}
 
 MODELLED, NEUTRAL, NOT_MODELLED, REFUSED = "modelled", "neutral", "not modelled", "refused"
 
@@ -968,6 +970,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--squared-relu": "model.activation squared_relu", "--openai-gelu": "model.activation gelu (same cost as gelu)",
     "--untie-embeddings-and-output-weights": "model.untie_embeddings_and_output_weights",
     "--disable-bias-linear": "model.add_bias_linear", "--add-qkv-bias": "model.add_qkv_bias",
+    "--add-qkv-bias-linear": "model.add_qkv_bias (the ROCm forks' spelling: a bias on the QKV projection only, "
+                             "ParallelAttention query_key_value bias=add_bias_linear or add_qkv_bias_linear; "
+                             "Megatron-LM's own parser exits 'unrecognized arguments')",
     "--qk-layernorm": "model.qk_layernorm", "--softmax-type": "model.softmax_type",
     "--window-size": "model.window_size (the left window of 'L,0')",
     "--window-attn-skip-freq": "model.window_layer_pattern (Megatron is_layer_window_attention)",
@@ -1044,6 +1049,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--num-distributed-optimizer-instances": "parallel.dp_replicate (optimizer state sharded over dp x cp / N; the "
                                              "instances' all-reduce reported as not priced)",
     "--use-torch-fsdp2": "parallel.dp_sharding = full, parallel.fsdp_impl = torch_fsdp2", "--use-megatron-fsdp": "parallel.dp_sharding",
+    "--use-custom-fsdp": "parallel.dp_sharding (the spelling of --use-megatron-fsdp before af28b5a; with "
+                         "optim_grads_params / optim_grads its validate_args sets training.overlap_grad_reduce / "
+                         "overlap_param_gather)",
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",
@@ -1501,6 +1509,18 @@ CONFIG_ONLY = """\
 # (the last three: their defaults are what Megatron-LM's arguments give the TransformerConfig -- bias_gelu_fusion /
 # bias_swiglu_fusion, not no_persist_layer_norm, deallocate_pipeline_outputs=True in core_transformer_config_from_args;
 # only the experimental --yaml-cfg layout, which builds TransformerConfig from its language_model: section, sets them)
+# flags of other parsers that set a plan field:
+# - a fork's: ROCm/Megatron-LM branches renwuli/disable_te_qwen, renwuli/disable_te_qwen1.5, guihong_dev, rebeclee_dev,
+#   hanl/llama2, ... (``megatron/arguments.py`` _add_training_args: store_true, "use bias in the qkv linear layers";
+#   ``megatron/model/transformer.py`` ParallelAttention: query_key_value ColumnParallelLinear
+#   bias=args.add_bias_linear or args.add_qkv_bias_linear), which their train_qwen*.sh pass;
+# - an older Megatron-LM's: ``--use-custom-fsdp`` (d165a85, 2025-02-26, to af28b5a, 2025-08-21, which renamed it
+#   --use-megatron-fsdp; core_r0.12.0 .. core_v0.14.0rc0, branches training-moe-june2025 and chcui/gpt_oss), whose
+#   validate_args also turned on --overlap-grad-reduce (and --overlap-param-gather) with optim_grads(_params)
+OTHER_PARSERS = """\
+--add-qkv-bias-linear\tadd_qkv_bias_linear\ttrue\t0\tfalse\trocm\ttraining
+--use-custom-fsdp\tuse_custom_fsdp\ttrue\t0\tfalse\t0.12-0.14\tdistributed init
+"""
 
 
 # --------------------------------------------------------------------------- API
@@ -1542,7 +1562,7 @@ def _classify(flags: tuple[str, ...], group: str) -> tuple[str, str]:
 def all_flags() -> tuple[MegatronFlag, ...]:
     """Every flag of the inventory (sorted by canonical option string)."""
     out = []
-    for line in (_INVENTORY + CONFIG_ONLY).splitlines():
+    for line in (_INVENTORY + CONFIG_ONLY + OTHER_PARSERS).splitlines():
         if not line.strip():
             continue
         opts, dest, kind, nargs, default, versions, group = line.split("\t")
