@@ -185,3 +185,13 @@ def test_attention_variables_note_says_megatrons_assertion(tmp_path, env, flag, 
     plan = load_megatron(str(script))
     assert any(text in n and "core_v0.11.0" in n for n in plan.source.notes), plan.source.notes
     assert plan.training.attention_backend == (flag.split()[-1] if flag else "flash")
+
+
+def test_dsv4_hybrid_attention_layers_are_refused_by_name():
+    """Megatron-LM branch dsv4 functional test hybrid_mr_mcore_te_tp1_pp2_dsv4_hybrid_mhc_mtp: ``--hybrid-override-pattern
+    C-D-``; that branch's ``hybrid_layer_allocation.py`` Symbols: C = CSA_ATTENTION, D = DS_ATTENTION (H = HCA, G =
+    GDN), layer kinds the projection does not model: refused naming them, not as an unknown symbol."""
+    with pytest.raises(PlanError) as e:
+        _hybrid("C-D-", "--pipeline-model-parallel-size", "1")
+    msg = str(e.value)
+    assert "compressed sparse attention" in msg and "DeepSeek sparse attention" in msg and "\n" not in msg

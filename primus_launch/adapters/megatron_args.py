@@ -352,6 +352,26 @@ def hybrid_pattern(a: dict[str, Any], num_layers: int | None) -> str | None:
     return None
 
 
+# layer symbols of megatron-core hybrid stacks that select an attention / mixer the projection does not model
+# (``models/hybrid/hybrid_layer_allocation.py`` ``Symbols``: main d98e8a6 G, D, + ; branch dsv4 (2026-05-13)
+# G, D, C, H)
+HYBRID_FAMILIES = {"G": "Gated DeltaNet", "D": "DeepSeek sparse attention", "C": "compressed sparse attention (CSA, "
+                   "DeepSeek-V4)", "H": "heavily compressed attention (HCA, DeepSeek-V4)", "+": "multi-latent attention"}
+
+
+def _hybrid_family(a: dict[str, Any], hyb: str | None) -> None:
+    """Refuse, by name, a hybrid pattern with layers of a kind the projection does not model (:data:`HYBRID_FAMILIES`);
+    other symbols are left to the plan's own check."""
+    if hyb is None:
+        return
+    kinds = [f"{ch} ({HYBRID_FAMILIES[ch]})" for ch in dict.fromkeys(hyb) if ch in HYBRID_FAMILIES]
+    if kinds:
+        flag = next((BY_DEST[d].flag for d in ("hybrid_override_pattern", "hybrid_layer_pattern") if a.get(d)),
+                    "--hybrid-override-pattern")
+        raise PlanError(flag, hyb, "hybrid layers of " + ", ".join(kinds) + ": not modelled by the projection "
+                        "(Mamba M, attention *, MLP -, MoE E only)")
+
+
 def hybrid_segments(a: dict[str, Any]) -> tuple[str, list[int]] | None:
     """(flag, layers per segment) of a hybrid pattern with pipeline-stage ('|') separators, else None."""
     for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
@@ -792,6 +812,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
                         "give the run's Megatron-LM flags after --)")
     hyb = hybrid_pattern(a, a.get("num_layers"))
+    _hybrid_family(a, hyb)
     if hyb is not None and a.get("num_layers") is None:   # main's --hybrid-layer-pattern sets the layer count
         a = {**a, "num_layers": len(hyb)}
     L = _req(a, "num_layers")
