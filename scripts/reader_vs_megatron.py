@@ -597,6 +597,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ref", action="append", default=[], help="Megatron-LM branch / tag (default: main, core_v0.16.1)")
     ap.add_argument("--mirror", action="store_true", help="also the other mirrors' launch scripts")
+    ap.add_argument("--mirror-only", action="store_true", help="the other mirrors' launch scripts alone (no --ref)")
     ap.add_argument("--other-ref", default="main", help="the Megatron-LM checkout that parses the other mirrors' scripts")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -613,8 +614,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     total: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory(prefix="survey-") as d:
         tmp = Path(d)
-        sources = ref_files(tmp, a.ref or ["main", "core_v0.16.1"])
-        if a.mirror:
+        sources = [] if a.mirror_only else ref_files(tmp, a.ref or ["main", "core_v0.16.1"])
+        if a.mirror or a.mirror_only:
             sources += mirror_files(tmp)
         for name, ref, root, files in sources:
             tree = extract_tree(tmp, ref or a.other_ref)
