@@ -965,64 +965,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ap = _parser()
     ap.argv = ours  # type: ignore[attr-defined]  # for the error of a value that starts with '-'
     a = ap.parse_args(ours)
-    if a.gpu_hour_price is not None and a.train_tokens is None:
-        print(f"primus-launch: error: --gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is "
-              "of a whole run of N tokens)", file=sys.stderr)
-        return 2
-    if a.ray_address is not None and a.tune is None:
-        print(clip_words(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's "
-                         "shards on a Ray cluster)"), file=sys.stderr)
-        return 2
-    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
-                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
-                          ("gpu", "--gpu")):
-        v = getattr(a, dest)
-        # `--out ""`: not the default path; `--report " "` (a quoted variable holding a blank): not a file named " "
-        if v is not None and not v.strip():
-            print(f"primus-launch: error: {spelled}={v!r}: {'empty' if not v else 'blank'}; give "
-                  f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
-                  file=sys.stderr)
-            return 2
-    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
-                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("project", "--project"),
-                          ("tune", "--tune")):
-        v = getattr(a, dest)
-        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
-        # named "~" in the working folder (one that exists is taken as written)
-        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
-            print(clip_words(f"primus-launch: error: {spelled}={v!r}: '~' was not expanded (bash leaves it after "
-                             f"{spelled}= and in quotes); write the path in full or with $HOME "
-                             f"({os.path.expanduser(v)!r})"), file=sys.stderr)
-            return 2
-    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
-        if not any(x.strip() for x in item.split(",")):
-            print(f"primus-launch: error: --allow={item!r}: empty; give knob families, comma-separated (fp8, "
-                  "optimizer-dtypes)", file=sys.stderr)
-            return 2
-    for dest, spelled in (("project", "--project"), ("tune", "--tune")):
-        v = getattr(a, dest)
-        if v == "" or v == "-":  # `--project ""` read as the folder '.'; '-' (standard input) as a missing file
-            print(f"primus-launch: error: {spelled}={v!r}: " + (
-                "empty; give a recipe file (or the training command after --)" if not v else
-                "standard input is not read; give the recipe's file (write ./- for a file of that name) or the "
-                "training command after --"), file=sys.stderr)
-            return 2
-    if a.project is not None or a.tune is not None:
-        try:
-            os.getcwd()  # every relative path, and each input's real path, is resolved against it
-        except OSError as e:
-            print(f"primus-launch: error: working folder: {e.strerror or e} (removed while the shell was in it?); "
-                  "cd to an existing folder", file=sys.stderr)
-            return 2
-    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
-    if a.primus_root is not None and not os.path.isdir(a.primus_root):
-        print(clip_words(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, "
-                         "or its primus/configs)"), file=sys.stderr)
-        return 2
-    conflict = _flag_conflict(a, command)
-    if conflict:
-        print(clip_words(f"primus-launch: error: {conflict}"), file=sys.stderr)
-        return 2
+    refused = _argument_error(a, command)
+    if refused:
+        return _usage_error(*refused)
     _warn_adjusted(a)
     try:
         return _run_mode(a, command)
@@ -1039,8 +984,65 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         interrupt.check()
         said = one_line(e) if e.filename is None or isinstance(e, UserError) else \
             clip_words(f"{str(e.filename)!r}: {e.strerror or e}")  # the file it is about, by name
-        print(f"primus-launch: error: {said}", file=sys.stderr)
-        return 2
+        return _usage_error(said, clip=False)
+
+
+def _usage_error(message: str, clip: bool = True) -> int:
+    """``primus-launch: error: MESSAGE`` on stderr, as one line (its long words cut by :func:`clip_words` where
+    ``clip``); returns the exit status of a user's mistake, 2."""
+    line = f"primus-launch: error: {message}"
+    print(clip_words(line) if clip else line, file=sys.stderr)
+    return 2
+
+
+#: the flags that name a path (dest -> how it is spelled)
+_PATH_FLAGS = {"out": "--out", "log": "--log", "report": "--report", "trace": "--trace", "gpu_file": "--gpu-file",
+               "primus_root": "--primus-root"}
+
+
+def _argument_error(a: argparse.Namespace, command: list[str]) -> Optional[tuple[str, bool]]:
+    """The first mistake of the parsed command line, as (the error's message, whether its long words are cut):
+    a flag needing another, an empty or blank value, an unexpanded '~', a recipe read from standard input, a
+    working folder gone, a ``--primus-root`` that is no folder, then :func:`_flag_conflict`; None when none."""
+    if a.gpu_hour_price is not None and a.train_tokens is None:
+        return (f"--gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is of a whole run of N "
+                "tokens)", False)
+    if a.ray_address is not None and a.tune is None:
+        return f"--ray-address={a.ray_address}: only with --tune (it runs the search's shards on a Ray cluster)", True
+    for dest, spelled in {**_PATH_FLAGS, "llm": "--llm", "gpu": "--gpu"}.items():
+        v = getattr(a, dest)
+        # `--out ""`: not the default path; `--report " "` (a quoted variable holding a blank): not a file named " "
+        if v is not None and not v.strip():
+            return (f"{spelled}={v!r}: {'empty' if not v else 'blank'}; give "
+                    f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}", False)
+    for dest, spelled in {**_PATH_FLAGS, "project": "--project", "tune": "--tune"}.items():
+        v = getattr(a, dest)
+        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
+        # named "~" in the working folder (one that exists is taken as written)
+        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
+            return (f"{spelled}={v!r}: '~' was not expanded (bash leaves it after {spelled}= and in quotes); write the "
+                    f"path in full or with $HOME ({os.path.expanduser(v)!r})", True)
+    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
+        if not any(x.strip() for x in item.split(",")):
+            return f"--allow={item!r}: empty; give knob families, comma-separated (fp8, optimizer-dtypes)", False
+    for dest, spelled in (("project", "--project"), ("tune", "--tune")):
+        v = getattr(a, dest)
+        if v == "" or v == "-":  # `--project ""` read as the folder '.'; '-' (standard input) as a missing file
+            return (f"{spelled}={v!r}: " + (
+                "empty; give a recipe file (or the training command after --)" if not v else
+                "standard input is not read; give the recipe's file (write ./- for a file of that name) or the "
+                "training command after --"), False)
+    if a.project is not None or a.tune is not None:
+        try:
+            os.getcwd()  # every relative path, and each input's real path, is resolved against it
+        except OSError as e:
+            return (f"working folder: {e.strerror or e} (removed while the shell was in it?); cd to an existing "
+                    "folder", False)
+    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
+    if a.primus_root is not None and not os.path.isdir(a.primus_root):
+        return f"--primus-root={a.primus_root!r}: no such folder (a Primus checkout, or its primus/configs)", True
+    conflict = _flag_conflict(a, command)
+    return (conflict, True) if conflict else None
 
 
 def _warn_adjusted(a: argparse.Namespace) -> None:
@@ -1072,13 +1074,9 @@ def _run_mode(a: argparse.Namespace, command: list[str]) -> int:
         a.gpu_file_specs = {n: n in before for n in load_gpu_file(a.gpu_file)}  # name -> overrides the DB's
     if a.project is None and a.tune is None:
         if not command:
-            print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
-                  file=sys.stderr)
-            return 2
+            return _usage_error("give --project RECIPE, --tune RECIPE or a command after --", clip=False)
         if a.train_tokens is not None:
-            print(f"primus-launch: error: --train-tokens={a.train_tokens}: only with --project or --tune",
-                  file=sys.stderr)
-            return 2
+            return _usage_error(f"--train-tokens={a.train_tokens}: only with --project or --tune", clip=False)
         from primus_launch.launch.launcher import run_command
 
         return run_command(command)
