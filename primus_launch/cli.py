@@ -8,7 +8,10 @@
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
 
 The CLI parses flags, calls the library (adapters -> plan -> projection / tuner) and renders the
-typed results; it holds no model of its own.  User mistakes exit 2 with one line on stderr.
+typed results; it holds no model of its own.  User mistakes exit 2 with one line on stderr.  This module
+holds the flags, their checks, the projection's answer and the launch after a projection or a tune; the
+tune's search and answer are ``cli_tune.py``, the recipe read ``cli_recipe.py``, the lines and files
+beside the answer ``cli_output.py``.
 """
 
 from __future__ import annotations
@@ -294,7 +297,7 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _refuse_environment_launch(a: argparse.Namespace) -> None:
     """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
-    (:func:`_note_environment`) is refused by name."""
+    (:func:`primus_launch.cli_recipe.load_plan` notes it) is refused by name."""
     effects = getattr(a, "env_effects", None) or []
     if effects:
         said = ", ".join(f"{e.name}={e.value}" for e in effects)
@@ -407,8 +410,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         sys.stdout.flush()
         if tuned.tuned_cmd:
             return run_command(tuned.tuned_cmd)
-        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(tuned.written)})}),
-                              command if takes_script_args(a.tune) else ())
+        source = best.source.model_copy(update={"path": str(tuned.written)})  # the tuned recipe runs
+        return _launch_recipe(best.model_copy(update={"source": source}), command if takes_script_args(a.tune) else ())
     return 0
 
 

@@ -29,6 +29,7 @@ def fit(line: str) -> str:
 
 
 def file_size(path: str | Path) -> int:
+    """``path``'s size in bytes; 0 where it cannot be read."""
     try:
         return os.stat(path).st_size
     except OSError:
@@ -44,7 +45,7 @@ def human(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
-def shown(p) -> str:
+def shown(p: str | Path) -> str:
     """A written file's path as the user reads it: relative to the working folder where it lies under it
     (a wrapper's recipe path is resolved to an absolute one; the tuned wrapper beside it was relative)."""
     try:
@@ -53,7 +54,8 @@ def shown(p) -> str:
         return str(p)
 
 
-def write_trace(path: str, result) -> None:
+def write_trace(path: str, result: ProjectionResult) -> None:
+    """``result``'s simulated pipeline timeline written to ``path`` as a Chrome / Perfetto trace."""
     from primus_launch.fileio import atomic_write_text
     from primus_launch.projection.pipeline.simulate import chrome_trace
 

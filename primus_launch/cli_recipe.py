@@ -21,10 +21,15 @@ FROM_COMMAND = "<command>"
 
 
 def cluster_overrides(a: argparse.Namespace) -> dict:
+    """The cluster flags as the adapters take them (``gpu``, ``num_nodes``, ``gpus_per_node``; None where not
+    given: the recipe's)."""
     return {"gpu": a.gpu, "num_nodes": a.nodes, "gpus_per_node": a.gpus_per_node}
 
 
 def load_plan(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
+    """The plan of ``recipe`` (a file, or :data:`FROM_COMMAND`: the training ``command`` after ``--``) on the
+    cluster flags' cluster, with the caller's environment noted (:func:`_note_environment`), the
+    ``--power-limit-w`` cap applied and a ``--gpu-file`` spec it uses said in a note."""
     plan = _load_recipe(a, recipe, command)
     _note_environment(a, recipe, command, plan)
     if getattr(a, "power_limit_w", None) is not None:
