@@ -300,7 +300,7 @@ def tune(
 def _check_tune_args(memory_margin: float, memory_basis: str, budget: Optional[int], workers: Optional[int],
                      max_work: Optional[int]) -> None:
     """The numeric and named arguments of :func:`tune` checked: a one-line :class:`PlanError` naming the field,
-    the value and what is allowed (the memory verdict's two as :func:`project` checks them)."""
+    the value and what is allowed (the memory verdict's two by ``projection.api.check_memory_args``, as ``project``)."""
     from primus_launch.projection.api import check_memory_args
 
     check_memory_args(memory_margin, memory_basis)
