@@ -8,7 +8,10 @@
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
 
 The CLI parses flags, calls the library (adapters -> plan -> projection / tuner) and renders the
-typed results; it holds no model of its own.  User mistakes exit 2 with one line on stderr.
+typed results; it holds no model of its own.  User mistakes exit 2 with one line on stderr.  This module
+holds the checks of the parsed flags, the projection's answer and the launch after a projection or a tune;
+the flags are ``cli_flags.py``, the tune's search and answer ``cli_tune.py``, the recipe read
+``cli_recipe.py``, the lines and files beside the answer ``cli_output.py``.
 """
 
 from __future__ import annotations
@@ -21,216 +24,24 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
+from primus_launch.cli_flags import parser
+from primus_launch.cli_output import file_size, human, print_reader_lines, shown, write_trace
+from primus_launch.cli_recipe import FROM_COMMAND, check_outputs, load_plan, takes_script_args
+from primus_launch.cli_tune import run_tune
 from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
 if TYPE_CHECKING:
-    from primus_launch.executor import Executor
     from primus_launch.plan import Plan
-    from primus_launch.projection.result import ProjectionResult
-    from primus_launch.tuner.result import TuneResult
-
-_FROM_COMMAND = "<command>"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors (no usage block): exit 2."""
-
-    def error(self, message: str):  # type: ignore[override]
-        m = re.fullmatch(r"argument (--[\w-]+)(?:/[^:]*)?: expected one argument", message)
-        argv = getattr(self, "argv", [])
-        at = argv.index(m.group(1)) if m and m.group(1) in argv else -1
-        if 0 <= at < len(argv) - 1 and argv[at + 1].startswith("-"):
-            # `--train-tokens -5T`: argparse reads a word starting with '-' as the next flag, not as the value
-            message += f"; {argv[at + 1]!r} is read as a flag: write {m.group(1)}={argv[at + 1]}"
-        u = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
-        hits = [o for a in self._actions for o in a.option_strings if u and o.startswith(u.group(1))]
-        if hits:  # allow_abbrev=False: `--gpus 64` is no --gpus-per-node 64 (it reads as the whole cluster's GPUs)
-            message = (f"{u.group(1)}: not an option of primus-launch (options are not abbreviated); write the whole "
-                       f"option: {', '.join(sorted(hits))}")
-        w = re.match(r"unrecognized arguments: (-\S+)", message)
-        if w and not hits and os.path.lexists(w.group(1)):  # `--project -x.sh`: the file's name read as an option
-            message = (f"{w.group(1)!r}: read as an option (it starts with '-'); for the file of that name write "
-                       f"./{w.group(1)}")
-        print(clip_words(f"primus-launch: error: {' '.join(message.split())}"), file=sys.stderr)
-        raise SystemExit(2)
-
-
-class _StoreOnce(argparse._StoreAction):
-    """argparse's ``store`` that refuses a flag given twice (argparse keeps the last silently:
-    ``--gpu h100-sxm ... --gpu b200`` would project on the B200 without a word)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        seen = namespace.__dict__.setdefault("_given_once", {})
-        if self.dest in seen and option_string is not None:
-            parser.error(f"{option_string}={values}: given twice (first {seen[self.dest]}); give it once")
-        seen[self.dest] = values
-        super().__call__(parser, namespace, values, option_string)
-
-
-def _print_recipe_diff(plan, written: Path) -> None:
-    """The tuned recipe's lines that differ from the recipe it was written from (``report/recipe_diff.py``): the
-    ``changes:`` line names the plan's fields, the file also carries what they need to start."""
-    from primus_launch.adapters import native_path
-    from primus_launch.fileio import read_recipe_text
-    from primus_launch.report.recipe_diff import diff_lines
-
-    try:
-        original = Path(native_path(plan))
-        text = read_recipe_text(original)
-    except (OSError, UserError):  # no file to compare (a command after --): nothing to show
-        return
-    for ln in diff_lines(text, read_recipe_text(written), _shown(original), _shown(written)):
-        # the changed lines are cut to the width already; the header keeps its counts on its line
-        print(ln if ln.startswith(("  ", "lines that differ")) else _fit(ln))
-
-
-def _fit(line: str) -> str:
-    """``line`` wrapped at 80 columns (the tune's answer's width), continuation lines indented by two; a path
-    longer than a line is left whole (a path broken across lines cannot be pasted)."""
-    import textwrap
-
-    from primus_launch.report.text import glue_units
-
-    # a number keeps its unit: "trial log written to ....trials.json (37.4" / "KB)" was split
-    return "\n".join(w.replace("\u00a0", " ") for w in textwrap.wrap(
-        glue_units(line), 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)) or line
-
-
-def _parser() -> argparse.ArgumentParser:
-    """The command line's parser: the mode (``--project`` / ``--tune``), then the target, the answer's, the
-    search's and the launch's flags, in the order ``--help`` lists them."""
-    ap = _Parser(
-        prog="primus-launch", allow_abbrev=False,
-        description="Plan, project and tune large LLM training runs before spending GPU-hours.",
-        epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
-               "when --project/--tune are given without a file.")
-    ap.register("action", None, _StoreOnce)
-    ap.register("action", "store", _StoreOnce)
-    act = ap.add_mutually_exclusive_group()
-    act.add_argument("--project", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
-                     help="project the run of RECIPE (or of the command after --) at its target scale")
-    act.add_argument("--tune", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
-                     help="search parallel configurations and write the tuned recipe next to RECIPE")
-    _add_target_args(ap)
-    _add_answer_args(ap)
-    _add_tune_args(ap)
-    ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
-    ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
-    ap.add_argument("--emit", choices=["torchrun", "slurm"],
-                    help="print the plan's launch: a torchrun command or a Slurm batch script")
-    return ap
-
-
-def _add_target_args(ap: argparse.ArgumentParser) -> None:
-    """The flags of what is projected and how: ``--dry-run``, the target GPU and cluster (overriding the
-    recipe's), a GPU file, a power cap, the Primus checkout of an experiment's presets."""
-    from primus_launch.inputs import bounded_int, finite_float
-    from primus_launch.plan.sections import GPU_NAMES, LIMITS, Cluster
-
-    nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
-    ap.add_argument("--dry-run", action="store_true",
-                    help="simulate the target GPU from the hardware database, on the CPU, in seconds (default: "
-                         "build and time the model's layers on --measure-device, then upscale)")
-    ap.add_argument("--gpu", help=f"target GPU: {', '.join(GPU_NAMES)} (or one from --gpu-file; default: the "
-                                  f"wrapper's or the recipe's, else {Cluster.model_fields['gpu'].default}, said in a "
-                                  "note)")
-    ap.add_argument("--nodes", type=bounded_int(1, nodes, f"an integer from 1 to {nodes:,}"),
-                    help="number of nodes (default: the wrapper's or the recipe's; where neither states it, a "
-                         "default said in a note)")
-    ap.add_argument("--gpus-per-node", type=bounded_int(1, per_node, f"an integer from 1 to {per_node:,}"),
-                    help="GPUs per node (default: the wrapper's or the recipe's; where neither states it, a default "
-                         "said in a note)")
-    ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
-    ap.add_argument("--power-limit-w", type=finite_float(0.0, 1e5, lo_open=True, what="a power in W, > 0 and <= 100000"),
-                    metavar="W",
-                    help="board power cap the GPUs run at (nvidia-smi --power-limit), W; below the GPU's rated power "
-                         "it slows compute-bound kernels by (W / rated) ** 0.94 (default: the rated power)")
-    ap.add_argument("--primus-root", metavar="DIR",
-                    help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
-                         "(default: the checkout the YAML lives in)")
-
-
-def _add_answer_args(ap: argparse.ArgumentParser) -> None:
-    """The flags of the answer: the memory margin and basis of the fits verdict, a whole run's tokens and
-    price, the output forms (``--json``, ``--explain``, a trace, a report) and the measuring device."""
-    from primus_launch.inputs import finite_float, token_count
-
-    ap.add_argument("--memory-margin", type=finite_float(0.0, 0.99, what="a fraction from 0 to 0.99"), default=0.0,
-                    help="fraction of the device's memory kept free on top of the projected peak and its error "
-                         "band (default 0)")
-    ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
-                    help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
-                         "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")
-    ap.add_argument("--train-tokens", type=token_count(), metavar="N",
-                    help="tokens of the whole training run (15T, 1.5e12, 300B): adds its iterations, days and "
-                         "GPU-hours (steady state: no checkpointing, evaluation, restarts or failures) to the "
-                         "projection, and to the tune's original and best plans")
-    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0 and <= 1e9"),
-                    metavar="USD", help="with --train-tokens: price of one GPU-hour, adds the run's cost")
-    ap.add_argument("--json", action="store_true",
-                    help="print one JSON object on stdout (a tune: its trial log's form); notes and warnings on "
-                         "stderr")
-    ap.add_argument("--explain", action="store_true",
-                    help="print every table: the full time and memory breakdowns, the measured pieces, every note "
-                         "and the dry-run's per-op pricing (default: a one-screen answer)")
-    ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace (tune: the "
-                                    "best plan's)")
-    ap.add_argument("--report", help="write a self-contained HTML report")
-    ap.add_argument("--measure-device", choices=["cpu", "cuda"],
-                    help="without --dry-run: the device the layers are timed on (default: cuda where a GPU is "
-                         "visible, else cpu, whose timings only check the path)")
-
-
-def _add_tune_args(ap: argparse.ArgumentParser) -> None:
-    """The flags only the search reads (:data:`_TUNE_ONLY`): its limits, the kind of search, its workers,
-    the knob families it may change, the table's rows, the memory rule and the files it writes."""
-    from primus_launch.inputs import bounded_int, finite_float
-
-    ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
-                    help="tune: at most this many scored candidates")
-    ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
-                    help="tune: stop the planner or the exhaustive search after this many seconds (the default "
-                         "branch and bound is bounded by --max-work, never by time)")
-    ap.add_argument("--max-work", type=bounded_int(1, 10**12, "an integer from 1 to 1,000,000,000,000"),
-                    help="tune: work limit of the branch-and-bound search, in units of one plan's bound "
-                         "(default 80,000; a count, so the answer does not depend on the machine's load)")
-    ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
-    search = ap.add_mutually_exclusive_group()
-    search.add_argument("--exhaustive", action="store_true", default=None,
-                        help="tune: score every legal candidate (brute force; default: the certified branch and "
-                             "bound)")
-    search.add_argument("--planner", dest="exhaustive", action="store_false",
-                        help="tune: run the planner instead of the certified branch and bound")
-    ap.add_argument("--workers", type=bounded_int(1, 4096, "an integer from 1 to 4096"),
-                    help="tune: processes of the exhaustive search (default: every core); with the branch and "
-                         "bound, N > 1 local processes expand its candidates ahead (default: this process; the "
-                         "same plan and certificate)")
-    ap.add_argument("--ray-address", metavar="ADDR",
-                    help="tune: run the search's shards (and, measured on cuda, the distinct pieces, one per GPU) "
-                         "on a Ray cluster: HOST:PORT of its head (ray start --head), ray://HOST:PORT, auto or local "
-                         "(a local Ray instance); needs pip install 'primus-launch[ray]'; the same plan and "
-                         "certificate as without it")
-    ap.add_argument("--allow", action="append", default=[], metavar="LIST",
-                    help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
-                         "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
-    ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=5,
-                    help="tune: rows in the top-N table and the JSON's top list (default 5; 0: every scored plan; the trial log, "
-                         "--log, keeps every scored plan)")
-    ap.add_argument("--memory-certain", action="store_true",
-                    help="tune: only plans that fit by their whole memory error band may be the answer "
-                         "(default: the fastest whose point estimate fits; tight plans over the capacity are "
-                         "listed, marked, and chosen only where no plan's point estimate fits)")
-    ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
-    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT; through a wrapper "
-                                  "W.primus.toml, W.tuned.EXT beside the recipe it points at)")
 
 
 #: flags that only the search reads (dest -> how it is spelled)
 _TUNE_ONLY = {"budget": "--budget", "time_limit": "--time-limit", "max_work": "--max-work", "llm": "--llm",
               "workers": "--workers", "log": "--log", "out": "--out", "allow": "--allow", "top": "--top",
               "memory_certain": "--memory-certain"}
+
+
 #: flags that only a projection or a search reads: without --project / --tune the command after -- runs as is
 _PLAN_ONLY = {"dry_run": "--dry-run", "gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node",
               "gpu_file": "--gpu-file", "power_limit_w": "--power-limit-w", "primus_root": "--primus-root",
@@ -254,19 +65,19 @@ def _branch_and_bound(a: argparse.Namespace) -> bool:
 def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
     """A flag the chosen mode would not read (never ignored silently), or two that contradict: the
     one-line error, None when the flags go together."""
-    def shown(dest: str, spelled: str) -> str:
+    def as_given(dest: str, spelled: str) -> str:
         v = getattr(a, dest)
         return spelled if isinstance(v, bool) else f"{spelled}={','.join(v) if isinstance(v, list) else v}"
 
     if a.project is None and a.tune is None:
         for dest, spelled in _PLAN_ONLY.items():
             if _given(a, dest):
-                return (f"{shown(dest, spelled)}: only with --project or --tune (without them the command after -- "
+                return (f"{as_given(dest, spelled)}: only with --project or --tune (without them the command after -- "
                         "is run as it is)")
     if a.tune is None:
         for dest, spelled in [*_TUNE_ONLY.items(), ("exhaustive", "--exhaustive/--planner")]:
             if _given(a, dest) or (dest == "exhaustive" and a.exhaustive is not None):
-                return f"{shown(dest, spelled) if dest != 'exhaustive' else spelled}: only with --tune"
+                return f"{as_given(dest, spelled) if dest != 'exhaustive' else spelled}: only with --tune"
     if a.explain and a.json:
         return ("--explain: not with --json (the JSON object holds every figure and note; --explain is the text "
                 "answer with every table)")
@@ -279,7 +90,7 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
     if a.force and not a.launch:
         return "--force: only with --launch (it launches a plan that does not fit)"
     recipe = a.project if a.project is not None else a.tune
-    if command and recipe not in (None, _FROM_COMMAND) and not _takes_script_args(recipe):
+    if command and recipe not in (None, FROM_COMMAND) and not takes_script_args(recipe):
         words = shlex.join(command)
         if a.tune is not None:  # the tuned recipe is a new file: a command after -- would run the original
             return (f"-- {words}: after --tune RECIPE the words after -- are a launch script's positional parameters "
@@ -294,7 +105,7 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
         return (f"--measure-device={a.measure_device}: not with --dry-run (the dry run simulates the target GPU and "
                 "measures nothing)")
     if a.tune is not None:
-        if a.tune == _FROM_COMMAND and a.out is not None:
+        if a.tune == FROM_COMMAND and a.out is not None:
             return (f"--out={a.out}: only with --tune RECIPE; a tuned command is printed, and the script or TOML it "
                     "runs is written next to the original (NAME.tuned.EXT)")
         if a.budget is not None and a.exhaustive:
@@ -320,51 +131,9 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _cluster_overrides(a: argparse.Namespace) -> dict:
-    return {"gpu": a.gpu, "num_nodes": a.nodes, "gpus_per_node": a.gpus_per_node}
-
-
-def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
-    plan = _load_recipe(a, recipe, command)
-    _note_environment(a, recipe, command, plan)
-    if getattr(a, "power_limit_w", None) is not None:
-        from primus_launch.plan import PlanError
-        from primus_launch.projection.hardware.gpus import power_capped
-
-        try:  # the cap against the GPU's rated power, named as given (the plan names it cluster.power_limit_w)
-            power_capped(plan.cluster.gpu, a.power_limit_w)
-        except PlanError as e:
-            raise PlanError("--power-limit-w", e.value, e.allowed) from None
-        plan = plan.with_changes(cluster={"power_limit_w": a.power_limit_w})  # validated, as every plan
-    specs = getattr(a, "gpu_file_specs", None) or {}
-    if plan.cluster.gpu in specs and plan.source is not None:  # the answer says whose figures it used
-        plan.source.notes.append(f"cluster gpu={plan.cluster.gpu}: spec from --gpu-file {a.gpu_file} "
-                                 + ("(over the database's entry)" if specs[plan.cluster.gpu] else "(added by it)"))
-    return plan
-
-
-def _note_environment(a: argparse.Namespace, recipe: str, command: list[str], plan: Plan) -> None:
-    """The variables of this process's environment that the launch script reads and that would change its run
-    (``TP=4 primus-launch --project train.sh`` where it says ``TP=${TP:-2}``), each a note on ``plan`` (never a
-    change to it: adapters/caller_env.py); kept on ``a`` for ``--launch``, which would run with them."""
-    from primus_launch.adapters import caller_env
-
-    overrides = _cluster_overrides(a)
-    if recipe == _FROM_COMMAND:
-        effects, label = caller_env.command_effects(command, plan, os.environ, overrides, a.primus_root)
-        how = shlex.join(command)
-    else:
-        effects = caller_env.recipe_effects(recipe, plan, os.environ, overrides, a.primus_root, command)
-        label, how = recipe, shlex.join(["bash", recipe, *command])
-    a.env_effects = effects
-    tuning = getattr(a, "tune", None) is not None
-    if plan.source is not None:
-        plan.source.notes.extend(caller_env.env_note(e, label, tuning, how) for e in effects)
-
-
 def _refuse_environment_launch(a: argparse.Namespace) -> None:
     """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
-    (:func:`_note_environment`) is refused by name."""
+    (:func:`primus_launch.cli_recipe.load_plan` notes it) is refused by name."""
     effects = getattr(a, "env_effects", None) or []
     if effects:
         said = ", ".join(f"{e.name}={e.value}" for e in effects)
@@ -373,91 +142,11 @@ def _refuse_environment_launch(a: argparse.Namespace) -> None:
                         ", or write the value in the script and project that")
 
 
-def _takes_script_args(recipe: str) -> bool:
-    """Whether the words after ``--`` are ``recipe``'s positional parameters ($1 $2 ...): a launch script's
-    (the suffixes that pick a script reader); after any other RECIPE file they can only be the command
-    ``--launch`` runs or ``--emit`` prints."""
-    from primus_launch.adapters import SCRIPT_SUFFIXES
-
-    return recipe != _FROM_COMMAND and Path(recipe).suffix.lower() in SCRIPT_SUFFIXES
-
-
-def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
-    if recipe == _FROM_COMMAND:
-        if not command:
-            raise UserError("--project/--tune need a RECIPE file or a training command after --")
-        from primus_launch.adapters import cluster_rule_error
-        from primus_launch.adapters.command_recipe import plan_from_command
-        from primus_launch.plan import PlanError
-
-        try:
-            return plan_from_command(command, _cluster_overrides(a), a.primus_root)
-        except PlanError as e:  # a rule the final cluster breaks names the cluster flags given
-            raise cluster_rule_error(e, _cluster_overrides(a)) from None
-    from primus_launch.adapters import load_recipe
-
-    # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)
-    return load_recipe(recipe, _cluster_overrides(a), a.primus_root, script_args=command)
-
-
-def _check_out_format(native: Path, out: Path) -> None:
-    """``--out`` must end like the recipe it tunes (the tuned recipe is written in its native format): a
-    bash recipe's tuned script is not a ``.toml``, and a name without an ending is refused too (the reader
-    picks the format by the ending: ``--project t`` of such a file was "unknown recipe kind").  The endings
-    of one format are the adapters' own (the ones that pick the reader)."""
-    from primus_launch.adapters import SCRIPT_SUFFIXES, YAML_SUFFIXES
-
-    have, want = out.suffix.lower(), native.suffix.lower()
-    group = next((g for g in (SCRIPT_SUFFIXES, YAML_SUFFIXES, frozenset({".toml"})) if want in g), None)
-    if group is not None and have not in group:
-        raise UserError(f"--out={str(out)!r}: the tuned recipe is written in the recipe's own format "
-                        f"({native.name}); give a path ending in {' or '.join(sorted(group))}")
-
-
-def _names_wrapper(out: Path, native: Path) -> bool:
-    """``--out`` of a tune through a wrapper TOML names the tuned wrapper (``.toml``) where the native
-    recipe is not a TOML."""
-    return out.suffix.lower() == ".toml" and native.suffix.lower() != ".toml"
-
-
-def _wrapper_stem(out: Path) -> str:
-    """``tuned.primus.toml`` -> ``tuned`` (the name the tuned native recipe takes beside it)."""
-    name = out.name
-    for end in (".primus.toml", ".toml"):
-        if name.lower().endswith(end):
-            return name[: -len(end)] or "tuned"
-    return out.stem
-
-
-def _check_outputs(outputs: Sequence[tuple[str, Optional[str | Path]]]) -> None:
-    """Before any work: no output may name an input the run read (recipe, wrapper, sourced
-    fragment, --gpu-file, extends chain; real path or hard link), a folder, a folder that cannot be
-    written, or another output."""
-    from primus_launch.inputs import check_output
-
-    seen: dict[str, str] = {}
-    for flag, path in outputs:
-        if path is None:
-            continue
-        check_output(path, flag)
-        real = os.path.realpath(os.fspath(path))
-        if real in seen:
-            raise UserError(f"{flag}={str(path)!r}: the same file as {seen[real]}; give each output its own path")
-        seen[real] = flag
-
-
 def _project(a: argparse.Namespace, plan: Plan):
     from primus_launch.projection.api import project
 
     return project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                    measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
-
-
-def _write_trace(path: str, result) -> None:
-    from primus_launch.fileio import atomic_write_text
-    from primus_launch.projection.pipeline.simulate import chrome_trace
-
-    atomic_write_text(path, json.dumps(chrome_trace(result.timeline, title=result.plan.model.name)))
 
 
 def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Optional[Path] = None) -> None:
@@ -486,18 +175,9 @@ def _launch_recipe(plan: Plan, script_args: Sequence[str] = ()) -> int:
     return run_command(["bash", str(path), *script_args])
 
 
-def _print_reader_lines(result: ProjectionResult, plan: Plan) -> None:
-    """The settings ``result`` does not model and what the reader of ``plan`` assumed (a GPU, a vocabulary), one
-    line each on stderr: where the answer on stdout does not list them (``--json``, a tune)."""
-    for w in result.warnings:
-        print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
-    for n in (plan.source.notes if plan.source else []):
-        print(f"primus-launch: note: {n}", file=sys.stderr)
-
-
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
-    plan = _load(a, a.project, command)
-    _check_outputs([("--trace", a.trace), ("--report", a.report)])
+    plan = load_plan(a, a.project, command)
+    check_outputs([("--trace", a.trace), ("--report", a.report)])
     result = _project(a, plan)
     run = None
     if a.train_tokens is not None:
@@ -505,7 +185,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
 
         run = training_run(result, a.train_tokens, a.gpu_hour_price)
     if a.json:  # the text answer shows them itself
-        _print_reader_lines(result, plan)
+        print_reader_lines(result, plan)
     if result.measurement is not None and result.measurement.cache_warning:
         print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
@@ -516,7 +196,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
             print(f"primus-launch: warning: no GPU: {no_gpu_reason()}; measured on the CPU: CPU timings only check "
                   "the path (use --dry-run to simulate the target GPU)", file=sys.stderr)
     if a.trace:
-        _write_trace(a.trace, result)
+        write_trace(a.trace, result)
     if a.report:
         from primus_launch.report.html import write_projection_report
 
@@ -533,9 +213,9 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
                           run=run))
     for path, what in ((a.report, "report"), (a.trace, "trace")):  # as a tune says what it wrote; on stderr: not
         if path:                                                     # the answer's screen, nor in its JSON
-            print(f"primus-launch: {what} written to {_shown(path)} ({_human(_size(path))})", file=sys.stderr)
+            print(f"primus-launch: {what} written to {shown(path)} ({human(file_size(path))})", file=sys.stderr)
     # after a launch script, the words after -- are its $1 $2 ... (read so above): not a command to run or print
-    script_args = command if _takes_script_args(a.project) else []
+    script_args = command if takes_script_args(a.project) else []
     if a.emit:
         _emit(a, plan, [] if script_args else command)
     if a.launch:
@@ -550,329 +230,25 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
-def _size(path: str | Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _human(n: Optional[int]) -> str:
-    """A file size for a person: ``3.0 KB``, ``1.2 MB``."""
-    n = n or 0
-    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"
-
-
-def _shown(p) -> str:
-    """A written file's path as the user reads it: relative to the working folder where it lies under it
-    (a wrapper's recipe path is resolved to an absolute one; the tuned wrapper beside it was relative)."""
-    try:
-        return os.path.relpath(p) if Path(p).resolve().is_relative_to(Path.cwd().resolve()) else str(p)
-    except (OSError, ValueError):
-        return str(p)
-
-
-def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
-    """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
-    if plan.source is None or plan.source.wrapper_path is None:
-        return None
-    from primus_launch.adapters.primus_toml import wrapper_primus_root
-
-    return wrapper_primus_root(Path(plan.source.wrapper_path))
-
-
-def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
-    """A search whose best plan does not fit has no answer (no candidate fits, and the recipe's own plan does
-    not either): one line with the peak, the capacity and the ways out, and nothing written -- not a "tuned"
-    recipe that is the original, which does not fit."""
-    mem = res.best.memory
-    if mem.fits or a.launch and a.force:  # --launch --force: the user launches the original anyway
-        return
-    c, gib = res.best_plan.cluster, 1024 ** 3
-    what = (f"the whole space: {res.legal_candidates:,} legal plans, {res.scored:,} scored"
-            if res.certificate is not None and res.certificate.certified else
-            f"{res.scored:,} scored of {'' if res.legal_exact else '~'}{res.legal_candidates:,} legal plans")
-    certain = " by its whole error band (--memory-certain)" if a.memory_certain else ""
-    from primus_launch.projection.hardware.gpus import get_gpu, has_fp8
-
-    spec = get_gpu(c.gpu)
-    allowed = {x.strip() for item in a.allow for x in item.split(",")}
-    # the numerics knobs that could still save memory: FP8 only on a GPU that has it (not an A100)
-    more = [k for k, ok in (("fp8", has_fp8(spec)), ("optimizer-dtypes", True))
-            if ok and k not in allowed]
-    # what the verdict compares: the peak less the free cached segments the allocator releases before an OOM
-    held = mem.verdict_peak_bytes
-    peaks = [t.verdict_peak_bytes for t in res.trials if t.status == "scored" and t.verdict_peak_bytes]
-    need = (f"the recipe's own layout is not legal there, and the smallest peak of the {len(peaks) or 1} plan(s) scored is "
-            f"{min(peaks + [held]) / gib:.1f} GiB per GPU of {mem.capacity_bytes / gib:.1f} GiB"
-            if res.no_reference else
-            f"the recipe's own plan needs {held / gib:.1f} GiB per GPU of "
-            f"{mem.capacity_bytes / gib:.1f} GiB")
-    # a margin the user asked for is part of the constraint: said, with its share of the capacity, and a way out
-    margin = (f" less --memory-margin={a.memory_margin:g} ({a.memory_margin * mem.capacity_bytes / gib:.1f} GiB kept "
-              "free)" if a.memory_margin else "")
-    raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
-                    f"{need}{margin}, and none searched fits ({what}); give "
-                    + ("a smaller --memory-margin, " if a.memory_margin else "") + "more GPUs "
-                    "(--nodes / --gpus-per-node), a GPU with more memory (--gpu)"
-                    + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
-
-
-def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Optional[str]]:
-    """The plan a tune starts from, and why there is no legal reference (None when the recipe's own plan is
-    legal on the cluster): a recipe whose parallel layout the cluster flags make illegal (TP 8 on 2 GPUs) is
-    read on its own cluster and moved to the flags' cluster with a legal layout (``tuner/rebase.py``) -- the
-    model, batch and precision kept, the layout searched.  Where no layout is legal there (or the recipe
-    does not read without the flags), the recipe's own error stands."""
-    from primus_launch.plan import PlanError
-
-    try:
-        return _load(a, a.tune, command), None
-    except PlanError as e:
-        flags = {k: v for k, v in _cluster_overrides(a).items() if v is not None}
-        if not flags:
-            raise
-        try:
-            own = _load(argparse.Namespace(**{**vars(a), "gpu": None, "nodes": None, "gpus_per_node": None}),
-                        a.tune, command)
-        except PlanError:
-            raise e from None
-        from primus_launch.tuner.rebase import legal_seed
-
-        seed = legal_seed(own, flags)
-        if seed is None:  # said: the tune tried the cluster's layouts, not only the recipe's own
-            raise PlanError(e.field, e.value, f"{e.allowed}; and no layout the tune starts from is legal there either "
-                            "(TP within a node, PP dividing the layers, CP = EP = 1, the recipe's model and global batch "
-                            "kept): give a GPU count the global batch and the model divide into") from None
-        c = seed.cluster
-        why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
-        print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
-              f"{c.gpus_per_node} {c.gpu} ({why}); searching that cluster's layouts from a legal start "
-              f"(tp={seed.parallel.tp}, pp={seed.parallel.pp}; model, batch and precision kept)", file=sys.stderr)
-        return seed, why
-
-
 def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
-    from primus_launch.tuner.search import tune
-
-    plan, no_reference = _load_tunable(a, command)
-    config_script = _check_tunable(a, plan, command)
-    out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)
-    executor = None
-    if a.ray_address is not None:
-        from primus_launch.ray_cluster import connect
-
-        executor = connect(a.ray_address)
-    score = _measured_score(a, executor)
-    allow = [x.strip() for item in a.allow for x in item.split(",") if x.strip()]
-    res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
-               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
-               top_n=a.top, allow=allow,
-               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
-               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
-               executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
-               no_reference=no_reference, echo_warnings=a.json)  # the text answer lists them itself
-    if executor is not None and not a.dry_run and score.fanned:
-        print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
-              + (f", {score.foreign} of them on another device than this machine's (measured again here)"
-                 if score.foreign else ""), file=sys.stderr)
-    _check_some_plan_fits(a, res)  # nothing fits: its one line alone
-    # what the reader assumed and what the tuned plan's projection leaves out (the tune's answer lists neither: a
-    # recipe read on an assumed H100 was tuned without a word); the best plan's, the one the tuned recipe runs
-    from primus_launch.projection.api import with_unmodelled
-
-    _print_reader_lines(with_unmodelled(res.best), plan)
-    best = res.best_plan
-    if config_script:  # a key the script's command passes would not run as tuned
-        from primus_launch.adapters.torchtitan_script import check_config_script_tunable
-
-        check_config_script_tunable(a.tune, a.out, best, plan)
-    written, written_wrapper = _write_tuned(a, plan, best, out_recipe, out_wrapper)
-    _write_tune_files(a, res, plan, log_path)
-    tuned_cmd = None
-    if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
-        from primus_launch.adapters.command_recipe import render_command
-
-        tuned_cmd = render_command(best, command)
-    files = {str(p): _size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
-             if p is not None and Path(p).is_file()}
-    if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
-        d = res.to_log_dict(plan)
-        d["tuned_recipe"] = str(written) if written else None
-        d["tuned_wrapper"] = str(written_wrapper) if written_wrapper else None
-        d["tuned_command"] = tuned_cmd
-        d["files"] = files
-        print(json.dumps(d))
-    else:
-        _print_tune_text(a, res, plan, (written, written_wrapper, log_path), files, tuned_cmd)
+    """The tune (:func:`primus_launch.cli_tune.run_tune`: the search, the tuned files and the answer), then
+    ``--emit`` / ``--launch`` of the tuned plan: the tuned command, or the tuned recipe with the script's
+    positional parameters."""
+    tuned = run_tune(a, command)
+    best = tuned.result.best_plan
     if a.emit:
-        _emit(a, best, tuned_cmd or [], written)
+        _emit(a, best, tuned.tuned_cmd or [], tuned.written)
     if a.launch:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
-        ensure_fits(res.best, a.force)
+        ensure_fits(tuned.result.best, a.force)
         _refuse_environment_launch(a)
         sys.stdout.flush()
-        if tuned_cmd:
-            return run_command(tuned_cmd)
-        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}),
-                              command if _takes_script_args(a.tune) else ())
+        if tuned.tuned_cmd:
+            return run_command(tuned.tuned_cmd)
+        source = best.source.model_copy(update={"path": str(tuned.written)})  # the tuned recipe runs
+        return _launch_recipe(best.model_copy(update={"source": source}), command if takes_script_args(a.tune) else ())
     return 0
-
-
-def _check_tunable(a: argparse.Namespace, plan: Plan, command: list[str]) -> bool:
-    """Refuse, before the search, a recipe whose tuned form cannot be written: the plan's format
-    (:func:`check_writable`), a launch command's, a TorchTitan config script's; returns whether the recipe is
-    such a script (its tuned recipe is the job TOML it runs, checked again against the best plan)."""
-    from primus_launch.adapters import check_writable
-
-    check_writable(plan)
-    if a.tune == _FROM_COMMAND:
-        from primus_launch.adapters.command_recipe import check_command_tunable
-
-        check_command_tunable(command)
-        return False
-    from primus_launch.adapters import detect_kind
-
-    config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
-    if config_script:  # its tuned recipe is the job TOML it runs
-        from primus_launch.adapters.torchtitan_script import check_config_script_tunable
-
-        check_config_script_tunable(a.tune, a.out)
-    return config_script
-
-
-def _tune_outputs(a: argparse.Namespace, plan: Plan) -> tuple[Optional[Path], Optional[Path], Optional[Path]]:
-    """(tuned recipe, tuned wrapper, trial log) paths of a tune, each None where none is written, checked
-    writable before the search (:func:`_check_outputs`): ``--out`` or the recipe's tuned name beside it (a
-    wrapper's name where the recipe came through a Primus TOML wrapper; ``--out`` naming a wrapper puts the
-    tuned recipe beside it), the trial log ``--log`` or the tuned recipe's name + ``.trials.json``."""
-    log_path = Path(a.log) if a.log is not None else None
-    out_recipe = out_wrapper = None
-    if a.out is not None:  # before its name is used ('.' has none to add .trials.json to); again with the others
-        from primus_launch.inputs import check_output
-
-        check_output(a.out, "--out")
-    if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import native_path, tuned_path
-
-        native = native_path(plan)
-        wrapped = plan.source is not None and bool(plan.source.wrapper_path)
-        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
-        if a.out is None and wrapped:  # named after the wrapper: a tune of the recipe alone writes tuned_path
-            from primus_launch.adapters.primus_toml import tuned_recipe_path
-
-            out_recipe = tuned_recipe_path(Path(plan.source.wrapper_path), native)
-        if a.out is not None and wrapped and _names_wrapper(out_recipe, native):
-            # --out names the tuned wrapper (x.primus.toml): the tuned recipe is x.<native ending> beside it
-            out_wrapper = out_recipe
-            out_recipe = out_recipe.with_name(_wrapper_stem(out_recipe) + native.suffix)
-        elif a.out is not None:
-            _check_out_format(native, out_recipe)
-        if log_path is None:
-            log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
-    if out_recipe is not None and out_wrapper is None and plan.source is not None and plan.source.wrapper_path:
-        # the wrapper states the cluster the tune ran on; the native recipe may not (a Primus experiment has no
-        # node count): the tuned wrapper points at the tuned recipe on that cluster
-        from primus_launch.adapters.primus_toml import tuned_wrapper_path
-
-        out_wrapper = tuned_wrapper_path(Path(plan.source.wrapper_path), out_recipe, bool(a.out))
-    out_names_wrapper = a.out is not None and out_wrapper is not None and Path(a.out) == out_wrapper
-    _check_outputs([("--out" if a.out and not out_names_wrapper else "tuned recipe", out_recipe),
-                    ("--log" if a.log else "trial log", log_path), ("--report", a.report), ("--trace", a.trace),
-                    ("--out" if out_names_wrapper else "tuned wrapper", out_wrapper)])
-    return out_recipe, out_wrapper, log_path
-
-
-def _measured_score(a: argparse.Namespace,
-                    executor: Optional[Executor]) -> Optional[Callable[[Plan], ProjectionResult]]:
-    """The tune's scoring without ``--dry-run``: the measured projection (``projection.api.project``), its
-    distinct pieces measured on ``executor``'s GPUs where one is given; None (the dry-run) with ``--dry-run``."""
-    if a.dry_run:
-        return None
-    from functools import partial
-
-    from primus_launch.projection.api import project
-
-    score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
-                    memory_basis=a.memory_basis)
-    if executor is not None:   # the distinct pieces measured on the cluster, one per GPU, into the cache
-        from primus_launch.projection.api import default_measure_device
-        from primus_launch.projection.measure.fanout import FannedOut
-
-        score = FannedOut(score, executor, a.measure_device or default_measure_device())
-    return score
-
-
-def _write_tuned(a: argparse.Namespace, plan: Plan, best: Plan, out_recipe: Optional[Path],
-                 out_wrapper: Optional[Path]) -> tuple[Optional[Path], Optional[Path]]:
-    """(written tuned recipe, written tuned wrapper): ``best`` in the recipe's own format at ``out_recipe``, and,
-    for a recipe read through a Primus wrapper, the wrapper pointing at it on the best plan's cluster."""
-    written = None
-    if out_recipe is not None:
-        from primus_launch.adapters import write_recipe
-
-        written = write_recipe(best, out_recipe, a.primus_root or _wrapper_primus_root(plan))
-    written_wrapper = None
-    if written is not None and out_wrapper is not None:
-        from primus_launch.adapters.primus_toml import render_tuned_wrapper
-        from primus_launch.fileio import atomic_write_text
-
-        c = best.cluster
-        text = render_tuned_wrapper(Path(plan.source.wrapper_path), out_wrapper, Path(written),
-                                    {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node})
-        written_wrapper = atomic_write_text(out_wrapper, text)
-    return written, written_wrapper
-
-
-def _write_tune_files(a: argparse.Namespace, res: TuneResult, plan: Plan, log_path: Optional[Path]) -> None:
-    """The trial log (once the run has its answer and the tuned recipe was taken: the writer refuses one it
-    cannot read back, so a refused run leaves no log), and with ``--report`` / ``--trace`` the best plan's
-    projection with its timeline, written as the HTML report and the trace."""
-    if log_path is not None:
-        from primus_launch.fileio import atomic_write_text
-        from primus_launch.tuner.result import log_text
-
-        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
-    if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
-        from primus_launch.projection.api import project
-
-        detailed = project(res.best_plan, dry_run=a.dry_run, memory_margin=a.memory_margin,
-                           memory_basis=a.memory_basis, measure_device=a.measure_device, record_timeline=True)
-        if a.trace:
-            _write_trace(a.trace, detailed)
-        if a.report:
-            from primus_launch.report.html import write_tune_report
-
-            write_tune_report(res.model_copy(update={"best": detailed}), a.report)
-
-
-def _print_tune_text(a: argparse.Namespace, res: TuneResult, plan: Plan, paths: tuple[Optional[Path], ...], files: dict[str, int],
-                     tuned_cmd: Optional[list[str]]) -> None:
-    """The tune's text answer (``report.tune_text``), then each file written with its size (``paths``: the tuned
-    recipe, the tuned wrapper, the trial log), the tuned recipe's lines that differ from the recipe's, and the
-    tuned command where the recipe was one (not with ``--launch``, which runs it)."""
-    from primus_launch.report.tune_text import render_tune_text
-
-    written, written_wrapper, log_path = paths
-    print(render_tune_text(res))
-    if written:
-        print("\n" + _fit(f"tuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})"))
-        _print_recipe_diff(plan, Path(written))
-    if written_wrapper:
-        print(_fit(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
-                   "the tuned recipe on the wrapper's cluster)"))
-    if log_path:
-        print(_fit(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})"))
-    if a.report:
-        print(_fit(f"report written to {a.report} ({_human(files.get(str(a.report)))})"))
-    if a.trace:
-        print(_fit(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})"))
-    if tuned_cmd and not a.launch:
-        print("\ntuned command:\n" + shlex.join(tuned_cmd))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -962,67 +338,12 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
 
         warnings.filterwarnings("ignore", module=FRAMEWORK_MODULES)
     ours, command = _split_command(argv)
-    ap = _parser()
+    ap = parser()
     ap.argv = ours  # type: ignore[attr-defined]  # for the error of a value that starts with '-'
     a = ap.parse_args(ours)
-    if a.gpu_hour_price is not None and a.train_tokens is None:
-        print(f"primus-launch: error: --gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is "
-              "of a whole run of N tokens)", file=sys.stderr)
-        return 2
-    if a.ray_address is not None and a.tune is None:
-        print(clip_words(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's "
-                         "shards on a Ray cluster)"), file=sys.stderr)
-        return 2
-    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
-                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
-                          ("gpu", "--gpu")):
-        v = getattr(a, dest)
-        # `--out ""`: not the default path; `--report " "` (a quoted variable holding a blank): not a file named " "
-        if v is not None and not v.strip():
-            print(f"primus-launch: error: {spelled}={v!r}: {'empty' if not v else 'blank'}; give "
-                  f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
-                  file=sys.stderr)
-            return 2
-    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
-                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("project", "--project"),
-                          ("tune", "--tune")):
-        v = getattr(a, dest)
-        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
-        # named "~" in the working folder (one that exists is taken as written)
-        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
-            print(clip_words(f"primus-launch: error: {spelled}={v!r}: '~' was not expanded (bash leaves it after "
-                             f"{spelled}= and in quotes); write the path in full or with $HOME "
-                             f"({os.path.expanduser(v)!r})"), file=sys.stderr)
-            return 2
-    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
-        if not any(x.strip() for x in item.split(",")):
-            print(f"primus-launch: error: --allow={item!r}: empty; give knob families, comma-separated (fp8, "
-                  "optimizer-dtypes)", file=sys.stderr)
-            return 2
-    for dest, spelled in (("project", "--project"), ("tune", "--tune")):
-        v = getattr(a, dest)
-        if v == "" or v == "-":  # `--project ""` read as the folder '.'; '-' (standard input) as a missing file
-            print(f"primus-launch: error: {spelled}={v!r}: " + (
-                "empty; give a recipe file (or the training command after --)" if not v else
-                "standard input is not read; give the recipe's file (write ./- for a file of that name) or the "
-                "training command after --"), file=sys.stderr)
-            return 2
-    if a.project is not None or a.tune is not None:
-        try:
-            os.getcwd()  # every relative path, and each input's real path, is resolved against it
-        except OSError as e:
-            print(f"primus-launch: error: working folder: {e.strerror or e} (removed while the shell was in it?); "
-                  "cd to an existing folder", file=sys.stderr)
-            return 2
-    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
-    if a.primus_root is not None and not os.path.isdir(a.primus_root):
-        print(clip_words(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, "
-                         "or its primus/configs)"), file=sys.stderr)
-        return 2
-    conflict = _flag_conflict(a, command)
-    if conflict:
-        print(clip_words(f"primus-launch: error: {conflict}"), file=sys.stderr)
-        return 2
+    refused = _argument_error(a, command)
+    if refused:
+        return _usage_error(*refused)
     _warn_adjusted(a)
     try:
         return _run_mode(a, command)
@@ -1039,8 +360,65 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         interrupt.check()
         said = one_line(e) if e.filename is None or isinstance(e, UserError) else \
             clip_words(f"{str(e.filename)!r}: {e.strerror or e}")  # the file it is about, by name
-        print(f"primus-launch: error: {said}", file=sys.stderr)
-        return 2
+        return _usage_error(said, clip=False)
+
+
+def _usage_error(message: str, clip: bool = True) -> int:
+    """``primus-launch: error: MESSAGE`` on stderr, as one line (its long words cut by :func:`clip_words` where
+    ``clip``); returns the exit status of a user's mistake, 2."""
+    line = f"primus-launch: error: {message}"
+    print(clip_words(line) if clip else line, file=sys.stderr)
+    return 2
+
+
+#: the flags that name a path (dest -> how it is spelled)
+_PATH_FLAGS = {"out": "--out", "log": "--log", "report": "--report", "trace": "--trace", "gpu_file": "--gpu-file",
+               "primus_root": "--primus-root"}
+
+
+def _argument_error(a: argparse.Namespace, command: list[str]) -> Optional[tuple[str, bool]]:
+    """The first mistake of the parsed command line, as (the error's message, whether its long words are cut):
+    a flag needing another, an empty or blank value, an unexpanded '~', a recipe read from standard input, a
+    working folder gone, a ``--primus-root`` that is no folder, then :func:`_flag_conflict`; None when none."""
+    if a.gpu_hour_price is not None and a.train_tokens is None:
+        return (f"--gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is of a whole run of N "
+                "tokens)", False)
+    if a.ray_address is not None and a.tune is None:
+        return f"--ray-address={a.ray_address}: only with --tune (it runs the search's shards on a Ray cluster)", True
+    for dest, spelled in {**_PATH_FLAGS, "llm": "--llm", "gpu": "--gpu"}.items():
+        v = getattr(a, dest)
+        # `--out ""`: not the default path; `--report " "` (a quoted variable holding a blank): not a file named " "
+        if v is not None and not v.strip():
+            return (f"{spelled}={v!r}: {'empty' if not v else 'blank'}; give "
+                    f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}", False)
+    for dest, spelled in {**_PATH_FLAGS, "project": "--project", "tune": "--tune"}.items():
+        v = getattr(a, dest)
+        # `--report=~/r.html` or a quoted "~/r.html": bash expands no tilde there, and the run read or wrote a folder
+        # named "~" in the working folder (one that exists is taken as written)
+        if isinstance(v, str) and v.startswith("~") and not os.path.lexists(v.split("/", 1)[0]):
+            return (f"{spelled}={v!r}: '~' was not expanded (bash leaves it after {spelled}= and in quotes); write the "
+                    f"path in full or with $HOME ({os.path.expanduser(v)!r})", True)
+    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
+        if not any(x.strip() for x in item.split(",")):
+            return f"--allow={item!r}: empty; give knob families, comma-separated (fp8, optimizer-dtypes)", False
+    for dest, spelled in (("project", "--project"), ("tune", "--tune")):
+        v = getattr(a, dest)
+        if v == "" or v == "-":  # `--project ""` read as the folder '.'; '-' (standard input) as a missing file
+            return (f"{spelled}={v!r}: " + (
+                "empty; give a recipe file (or the training command after --)" if not v else
+                "standard input is not read; give the recipe's file (write ./- for a file of that name) or the "
+                "training command after --"), False)
+    if a.project is not None or a.tune is not None:
+        try:
+            os.getcwd()  # every relative path, and each input's real path, is resolved against it
+        except OSError as e:
+            return (f"working folder: {e.strerror or e} (removed while the shell was in it?); cd to an existing "
+                    "folder", False)
+    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
+    if a.primus_root is not None and not os.path.isdir(a.primus_root):
+        return f"--primus-root={a.primus_root!r}: no such folder (a Primus checkout, or its primus/configs)", True
+    conflict = _flag_conflict(a, command)
+    return (conflict, True) if conflict else None
 
 
 def _warn_adjusted(a: argparse.Namespace) -> None:
@@ -1072,13 +450,9 @@ def _run_mode(a: argparse.Namespace, command: list[str]) -> int:
         a.gpu_file_specs = {n: n in before for n in load_gpu_file(a.gpu_file)}  # name -> overrides the DB's
     if a.project is None and a.tune is None:
         if not command:
-            print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
-                  file=sys.stderr)
-            return 2
+            return _usage_error("give --project RECIPE, --tune RECIPE or a command after --", clip=False)
         if a.train_tokens is not None:
-            print(f"primus-launch: error: --train-tokens={a.train_tokens}: only with --project or --tune",
-                  file=sys.stderr)
-            return 2
+            return _usage_error(f"--train-tokens={a.train_tokens}: only with --project or --tune", clip=False)
         from primus_launch.launch.launcher import run_command
 
         return run_command(command)

@@ -12,7 +12,8 @@ import argparse
 import re
 from pathlib import Path
 
-from primus_launch.cli import _parser, main
+from primus_launch.cli import main
+from primus_launch.cli_flags import parser as _parser
 from primus_launch.plan.sections import Cluster
 from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK
 

@@ -179,10 +179,10 @@ def test_project_says_which_files_it_wrote(tmp_path, capsys):
     rc, lines = _run(capsys, str(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), "--report", str(report),
                      "--trace", str(trace))
     assert rc == 0 and report.is_file() and trace.is_file()
-    from primus_launch.cli import _human
+    from primus_launch.cli_output import human
 
-    assert lines[-2:] == [f"primus-launch: report written to {report} ({_human(report.stat().st_size)})",
-                          f"primus-launch: trace written to {trace} ({_human(trace.stat().st_size)})"]
+    assert lines[-2:] == [f"primus-launch: report written to {report} ({human(report.stat().st_size)})",
+                          f"primus-launch: trace written to {trace} ({human(trace.stat().st_size)})"]
     assert main(["--project", str(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), "--dry-run", "--json", "--report",
                  str(report)]) == 0
     cap = capsys.readouterr()

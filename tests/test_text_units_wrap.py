@@ -111,10 +111,10 @@ def test_titan_compile_notes_match_the_traced_model():
 def test_tune_file_lines_keep_units():
     """``--tune recipes/megatron/tiny_gpt_cpu.sh --dry-run`` printed "trial log written to
     recipes/megatron/tiny_gpt_cpu.tuned.sh.trials.json (37.4" / "KB)"."""
-    from primus_launch.cli import _fit
+    from primus_launch.cli_output import fit
 
     line = "trial log written to recipes/megatron/tiny_gpt_cpu.tuned.sh.trials.json (37.4 KB)"
-    out = _fit(line).splitlines()
+    out = fit(line).splitlines()
     assert not _split_units("\n".join(out)) and " ".join(w.strip() for w in out) == line
     assert all(len(w) <= 80 for w in out)
 

@@ -259,7 +259,7 @@ def test_top_zero_lists_every_scored_plan():
     (the help and the README say so now); ``--top 2`` two rows."""
     from types import SimpleNamespace as NS
 
-    from primus_launch.cli import _parser
+    from primus_launch.cli_flags import parser as _parser
     from primus_launch.tuner.search import same_runs_collapsed
 
     assert "0: every scored plan" in " ".join(_parser().format_help().split())

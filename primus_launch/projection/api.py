@@ -43,14 +43,7 @@ def project(
     from primus_launch.projection.hardware.gpus import check_precision
 
     check_precision(plan.cluster.gpu, plan.training.precision)  # unknown GPU -> PlanError before any work
-    if not 0.0 <= memory_margin < 1.0:
-        from primus_launch.plan import PlanError
-
-        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
-    if memory_basis not in ("reserved", "allocated"):
-        from primus_launch.plan import PlanError
-
-        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
+    check_memory_args(memory_margin, memory_basis)
     substituted = not dry_run and plan.model.is_hybrid
     if dry_run or substituted:
         from primus_launch.projection.dryrun import project_dry_run
@@ -78,6 +71,18 @@ def project(
         result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
                                                                      memory_basis=memory_basis)})
     return with_unmodelled(result)
+
+
+def check_memory_args(memory_margin: float, memory_basis: str) -> None:
+    """The memory verdict's arguments of :func:`project` (and of the tuner's ``tune``) checked: ``memory_margin`` a
+    fraction in [0, 1), ``memory_basis`` ``reserved`` or ``allocated``; a one-line :class:`PlanError` naming the
+    field, the value and what is allowed."""
+    from primus_launch.plan import PlanError
+
+    if not 0.0 <= memory_margin < 1.0:
+        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
+    if memory_basis not in ("reserved", "allocated"):
+        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
 
 
 def with_unmodelled(result: ProjectionResult) -> ProjectionResult:

@@ -300,11 +300,10 @@ def tune(
 def _check_tune_args(memory_margin: float, memory_basis: str, budget: Optional[int], workers: Optional[int],
                      max_work: Optional[int]) -> None:
     """The numeric and named arguments of :func:`tune` checked: a one-line :class:`PlanError` naming the field,
-    the value and what is allowed."""
-    if not 0.0 <= memory_margin < 1.0:
-        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
-    if memory_basis not in ("reserved", "allocated"):
-        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
+    the value and what is allowed (the memory verdict's two by ``projection.api.check_memory_args``, as ``project``)."""
+    from primus_launch.projection.api import check_memory_args
+
+    check_memory_args(memory_margin, memory_basis)
     if budget is not None and budget < 1:
         raise PlanError("budget", budget, "at least 1 scored candidate")
     if workers is not None and workers < 1:
