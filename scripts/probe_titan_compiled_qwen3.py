@@ -21,39 +21,8 @@ DEFAULT = (("0.6B", 512, 1, "none"), ("14B", 2048, 1, "none"), ("0.6B", 512, 1, 
            ("14B", 512, 2, "op"))
 
 
-def traced_tp(flavor: str, seq: int, tp: int, ac: str) -> int:
-    """Bytes (unique storages) a compiled qwen3 block under TP ``tp`` + SP hands to its backward."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from titan_trace import TitanCase, _recording_backend, build, use_flash_op
-
-    case = TitanCase(model="qwen3", flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
-                     attn="sdpa")
-    model, _ = build(case)
-    block = next(iter(model.layers.values()))
-    saved: list = []
-    backend = _recording_backend(saved)
-    torch._dynamo.reset()
-    try:
-        with FakeTensorMode(allow_non_fake_inputs=True):
-            model.to_empty(device="cpu")
-            h = model.tok_embeddings(torch.zeros((1, seq), dtype=torch.long))
-            torch.compile(block, backend=backend)(h, None)
-    finally:
-        use_flash_op(False)
-        torch._dynamo.reset()
-    local = [t.to_local() if hasattr(t, "to_local") else t for t in list(block.parameters()) + list(block.buffers())]
-    shapes = {tuple(t.shape) for t in local}
-    seen: dict[int, int] = {}
-    for v in saved:
-        if isinstance(v, torch.Tensor) and tuple(v.shape) not in shapes:
-            key = v.untyped_storage()._cdata
-            seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
-    return sum(seen.values())
-
-
 def main(argv: list[str]) -> int:
-    from titan_trace import compiled_block_saved_bytes
+    from titan_trace import compiled_block_saved_bytes, compiled_tp_block_saved_bytes
 
     from primus_launch.adapters.torchtitan import arch_from_flavor
     from primus_launch.projection.memory.titan import TITAN, layer_activation_bytes
@@ -62,7 +31,7 @@ def main(argv: list[str]) -> int:
                                       for i in range(0, len(argv), 4)]
     for flavor, seq, tp, ac in cases:
         got = (compiled_block_saved_bytes(flavor, seq=seq, mbs=1, model="qwen3", ac=ac) if tp == 1
-               else traced_tp(flavor, seq, tp, ac))
+               else compiled_tp_block_saved_bytes(flavor, seq=seq, tp=tp, ac=ac, model="qwen3", by_storage=True))
         la = layer_activation_bytes(arch_from_flavor("qwen3", flavor), seq=seq, mbs=1, tp=tp, ac=ac, compiled=True,
                                     impl=TITAN, attn="sdpa")
         print(f"qwen3 {flavor:5s} seq {seq:5d} tp {tp} ac {ac:4s}  traced {got:11d}  model {la.kept:13.0f}  "

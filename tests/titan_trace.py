@@ -779,13 +779,16 @@ def _recording_backend(saved: list):
 _DUMP = False
 
 
-def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int = 2, ac: str = "op") -> int:
+def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int = 2, ac: str = "op",
+                                  model: str = "llama3", by_storage: bool = False) -> int:
     """:func:`compiled_block_saved_bytes` of one torchtitan llama3 block as ``parallelize_llama`` leaves it under
     TP with sequence parallelism (DTensor weights, its AC wrapper, FSDP2 over a shard group of one; fake process
     group of ``tp`` ranks), compiled with the recording backend and run on the embedding's sequence-sharded
     output in ``FakeTensorMode``: bytes of the tensors the forward graph hands to the backward, the block's
-    weights and buffers (by local shape) excluded.  Llama 3 8B's local shapes differ from its activations'."""
-    case = TitanCase(model="llama3", flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
+    weights and buffers (by local shape) excluded.  Llama 3 8B's local shapes differ from its activations'.
+    ``model`` picks the registry entry (``qwen3``: ``parallelize_qwen3``); ``by_storage`` counts each untyped
+    storage once at its size (a view of a saved tensor, e.g. qwen3's wo input over the flash output, adds nothing)."""
+    case = TitanCase(model=model, flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
                      attn="sdpa")
     model, _ = build(case)
     block = next(iter(model.layers.values()))
@@ -805,6 +808,10 @@ def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int =
     seen: dict[int, int] = {}
     for v in saved:
         if isinstance(v, torch.Tensor) and tuple(v.shape) not in shapes:
+            if by_storage:
+                key = v.untyped_storage()._cdata
+                seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
+                continue
             seen[id(v)] = v.numel() * v.element_size()
             if _DUMP:
                 print("saved", tuple(v.shape), v.dtype, seen[id(v)])
