@@ -91,3 +91,91 @@ def test_the_measured_cli_interrupted_in_process_group_setup_ends_with_one_line(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "r.sh"] or \
         sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
     assert not dist.is_initialized()
+
+
+#: run the CLI with the signal sent to itself as torch's native half (``torch._C``) starts importing
+_AT_TORCH_IMPORT = r"""
+import os, signal, sys
+SIG = int(sys.argv.pop(1))
+sent = []
+def hook(event, args):
+    if event == "import" and args[0] == "torch._C" and not sent:
+        sent.append(1)
+        os.kill(os.getpid(), SIG)
+sys.addaudithook(hook)
+sys.argv[0] = "primus_launch"
+from primus_launch.__main__ import run
+rc = run()
+print("torch._C loaded:", "torch._C" in sys.modules and hasattr(sys.modules["torch"], "nn"), file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_torch_imports_is_raised_once_it_is_imported(tmp_path, sig):
+    """The recipe's reader imports torch (the tiny recipe's training script is read through
+    ``examples.tiny_mcore_train``): a signal as ``torch._C`` loads ends the run with its one line and exit
+    code once the import is whole (``interrupt.NATIVE_IMPORTS``), not inside libtorch's registrations."""
+    import subprocess
+    import sys
+
+    shutil.copy(TINY, tmp_path / "r.sh")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PRIMUS_LAUNCH_CACHE=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-c", _AT_TORCH_IMPORT, str(int(sig)), "--project", "r.sh", "--dry-run",
+                        "--report", "p.html"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    # the wrapper's own line: run() ends the process (os._exit) on a signal, so it never prints
+    assert p.returncode == interrupt.exit_code(sig), p.stderr[-2000:]
+    assert err == [interrupt.end_line(sig)]
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_torch_imported_under_handling_is_whole_before_the_signal_is_raised():
+    """In a fresh interpreter: the signal sent as ``torch._C`` starts loading is raised once torch's module
+    code has run to its end (``torch.nn``, ``torch._meta_registrations`` loaded), from the ``import torch``
+    statement (the import system then drops ``torch`` itself from ``sys.modules``, as for any failed import)."""
+    import subprocess
+    import sys
+
+    code = r"""
+import os, signal, sys
+from primus_launch import interrupt
+sent = []
+def hook(event, args):
+    if event == "import" and args[0] == "torch._C" and not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGINT)
+sys.addaudithook(hook)
+try:
+    with interrupt.handling():
+        import torch
+        print("not reached")
+except KeyboardInterrupt:
+    print("raised after import:", bool(sent), all(n in sys.modules for n in ("torch._C", "torch.nn", "torch._meta_registrations")))
+"""
+    p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "raised after import: True True", p.stdout + p.stderr[-2000:]
+
+
+def test_a_signal_inside_a_weakref_callback_prints_no_traceback(capsys):
+    """The signal's exception raised in a weakref callback run by the garbage collector (seen: torch's
+    ``WeakIdKeyDictionary`` ``remove``, ``Exception ignored in`` plus a traceback above the one line) is
+    not reported; the signal is remembered and :func:`interrupt.check` raises it."""
+    import weakref
+
+    class Thing:
+        pass
+
+    def callback(_ref):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(10))  # the handler runs here, inside the callback
+
+    with pytest.raises(interrupt.Terminated), interrupt.handling():
+        t = Thing()
+        r = weakref.ref(t, callback)
+        del t  # the callback runs; its exception is unraisable
+        assert r() is None
+        assert interrupt.received() == signal.SIGTERM
+        interrupt.check()
+    assert "Exception ignored" not in capsys.readouterr().err
