@@ -388,49 +388,59 @@ def per_rank_groups(plan: Plan, cfg: Any) -> Any:
 @contextlib.contextmanager
 def world_size_one(device: str) -> Iterator[None]:
     """A world-size-1 process group with megatron model-parallel state (tp=pp=1) for
-    measurement; tears down what it created.  Refuses when another parallel state is active."""
+    measurement; tears down what it created.  Refuses when another parallel state is active.
+
+    Creating and destroying the gloo process group and megatron's groups are sections a signal does not
+    cut (:func:`primus_launch.interrupt.deferred`: SIGINT / SIGTERM there is raised when the section
+    ends): a ``KeyboardInterrupt`` raised from the Python half of ``init_process_group`` /
+    ``destroy_process_group`` would leave a C++ ``ProcessGroupGloo`` (its worker threads, its store)
+    built but unregistered, or registered but half torn down, and the teardown would never run."""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
 
+    from primus_launch import interrupt
     from primus_launch.errors import UserError
     from primus_launch.frameworks import mcore_cpu
 
     mcore_cpu.install(device)
-    created_pg = False
-    if not dist.is_initialized():
-        if ps.model_parallel_is_initialized():  # its groups belong to a process group destroyed since
-            ps.destroy_model_parallel()
-        mcore_cpu.init_single_process()
-        created_pg = True
-    elif dist.get_world_size() != 1:
-        raise UserError("measurement runs at world size 1; call it outside a multi-process job")
-    created_ps = False
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(1, 1)
-        created_ps = True
-    if torch.device(device).type == "cpu":
-        mcore_cpu.seed_rng_tracker(1234)
-    else:
-        from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
-
-        # force_reset_rng: a CPU measurement earlier in the process left mcore_cpu's CPU tracker in place,
-        # whose forks would not reach the CUDA generator
-        model_parallel_cuda_manual_seed(1234, force_reset_rng=True)
-    # megatron's MoE aux-loss logging tracker is process-global and sized by the first model that
-    # logs into it (moe_utils.save_to_aux_losses_tracker: a tensor of num_layers per loss); a later
-    # build with more layers would index past it, so each build here starts and ends with it empty
-    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
-
-    get_moe_layer_wise_logging_tracker().clear()
+    created_pg = created_ps = False
     try:
-        with mcore_cpu.eager_fusions(device), mirrored_collectives():
-            yield
-    finally:
+        with interrupt.deferred():
+            if not dist.is_initialized():
+                if ps.model_parallel_is_initialized():  # its groups belong to a process group destroyed since
+                    ps.destroy_model_parallel()
+                mcore_cpu.init_single_process()
+                created_pg = True
+            elif dist.get_world_size() != 1:
+                raise UserError("measurement runs at world size 1; call it outside a multi-process job")
+            if not ps.model_parallel_is_initialized():
+                ps.initialize_model_parallel(1, 1)
+                created_ps = True
+        if torch.device(device).type == "cpu":
+            mcore_cpu.seed_rng_tracker(1234)
+        else:
+            from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+            # force_reset_rng: a CPU measurement earlier in the process left mcore_cpu's CPU tracker in place,
+            # whose forks would not reach the CUDA generator
+            model_parallel_cuda_manual_seed(1234, force_reset_rng=True)
+        # megatron's MoE aux-loss logging tracker is process-global and sized by the first model that
+        # logs into it (moe_utils.save_to_aux_losses_tracker: a tensor of num_layers per loss); a later
+        # build with more layers would index past it, so each build here starts and ends with it empty
+        from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+
         get_moe_layer_wise_logging_tracker().clear()
-        if created_ps:
-            ps.destroy_model_parallel()
-        if created_pg:
-            dist.destroy_process_group()
+        try:
+            with mcore_cpu.eager_fusions(device), mirrored_collectives():
+                yield
+        finally:
+            get_moe_layer_wise_logging_tracker().clear()
+    finally:
+        with interrupt.deferred():
+            if created_ps:
+                ps.destroy_model_parallel()
+            if created_pg:
+                dist.destroy_process_group()
 
 
 def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, bool]]) -> list[Substitution]:
