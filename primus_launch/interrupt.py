@@ -64,6 +64,10 @@ def hangup_ignored() -> bool:
     return _HANGUP_IGNORED
 
 
+#: how many :func:`handling` blocks are running (:func:`check` raises only inside one)
+_active = 0
+
+
 class Terminated(BaseException):
     """SIGTERM received (unwinds like ``KeyboardInterrupt``)."""
 
@@ -89,8 +93,9 @@ def received() -> Optional[int]:
 
 
 def check() -> None:
-    """Raise again if a signal arrived (a checkpoint for long loops); no-op otherwise."""
-    if _received is not None:
+    """Raise again if a signal arrived under the :func:`handling` block now running (a checkpoint for long
+    loops); no-op otherwise (a signal of an ended block is spent: :func:`received` still tells it)."""
+    if _received is not None and _active:
         _raise(_received)
 
 
@@ -184,9 +189,10 @@ def handling(keep: bool = False) -> Iterator[None]:
     ``keep``: when the block ends, ignore the signals instead of restoring the previous handlers
     (the CLI process's entry point: the run is over, and a signal between its end and the
     interpreter's exit must not raise a traceback there)."""
-    global _received, _deferring
+    global _received, _deferring, _active
     _received = None
     _deferring = 0
+    _active += 1
     previous = {}
     imports = _DeferredImports()
     for sig in HANDLED:
@@ -203,6 +209,7 @@ def handling(keep: bool = False) -> Iterator[None]:
     try:
         yield
     finally:
+        _active -= 1
         if previous:
             sys.unraisablehook = hook
         if imports in sys.meta_path:
