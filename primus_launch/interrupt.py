@@ -18,20 +18,11 @@ its place.  (SIGINT and SIGTERM are handled whatever the process inherited, as b
 rename, forking a worker pool): a signal inside it is raised when the section ends.  A process
 forked inside it inherits the deferral, so a signal that reaches a new worker before the worker
 sets its own handling (:func:`worker_init`) raises nothing there.
-
-Importing torch (:data:`NATIVE_IMPORTS`) is such a section too, under :func:`handling`: its module
-initialisation loads libtorch and registers C++ operators, kernels and Python-side libraries step by step
-from Python code; a ``KeyboardInterrupt`` between two steps leaves that native state half-built, and a
-C++ destructor or assertion reached from it can ``std::terminate`` the process (exit -6, SIGABRT, a
-C++ trace on stderr) instead of the one line.  A signal while torch imports is raised when torch's module
-code has run to its end (the import then takes its usual 1-3 s), from the import statement (the import
-system drops the top-level module from ``sys.modules``, as for any failed import; its submodules stay).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
 import os
 import signal
 import sys
@@ -112,45 +103,6 @@ def deferred() -> Iterator[None]:
         check()
 
 
-#: the top-level packages whose import :func:`handling` runs as a :func:`deferred` section
-NATIVE_IMPORTS = ("torch",)
-
-
-class _DeferredLoader:
-    """A module loader whose ``exec_module`` (the module's own code) runs :func:`deferred`; the rest is the
-    wrapped loader's."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        with deferred():
-            self._loader.exec_module(module)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-
-class _DeferredImports(importlib.abc.MetaPathFinder):
-    """The first import of a :data:`NATIVE_IMPORTS` package, loaded by :class:`_DeferredLoader`."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in NATIVE_IMPORTS or name in sys.modules:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or isinstance(finder, _DeferredImports) or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _DeferredLoader(spec.loader)
-                return spec
-        return None
-
-
 def _unraisable(hook: Any) -> Any:
     """``sys.unraisablehook`` under :func:`handling`: the signal's exception raised where Python can only
     report it (a ``__del__``, a weakref callback run by the garbage collector -- torch's
@@ -194,7 +146,6 @@ def handling(keep: bool = False) -> Iterator[None]:
     _deferring = 0
     _active += 1
     previous = {}
-    imports = _DeferredImports()
     for sig in HANDLED:
         if sig == signal.SIGHUP and hangup_ignored():
             continue
@@ -204,7 +155,6 @@ def handling(keep: bool = False) -> Iterator[None]:
             pass
     hook = sys.unraisablehook
     if previous:
-        sys.meta_path.insert(0, imports)
         sys.unraisablehook = _unraisable(hook)
     try:
         yield
@@ -212,8 +162,6 @@ def handling(keep: bool = False) -> Iterator[None]:
         _active -= 1
         if previous:
             sys.unraisablehook = hook
-        if imports in sys.meta_path:
-            sys.meta_path.remove(imports)
         for sig, h in previous.items():
             signal.signal(sig, signal.SIG_IGN if keep else h)
 
