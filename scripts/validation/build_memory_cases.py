@@ -1541,21 +1541,32 @@ _PERF_READ_L2 = ("Job = train_configs/llama_{13b,70b}.toml at 395a52627 as the d
                  "'llama' of that commit = Llama 2 (README: 'pre-training Llama2 models'), given as fields; 8 A100 per node.")
 
 
-def _perfdoc_l2(size: str, lbs: int, ac: str, outcome: str, quote: str, pair: str | None = None) -> dict:
+_A100_64 = dict(gpu="A100 80GB", plan_gpu="a100-sxm-80gb", num_gpus=64, gpus_per_node=8)
+
+
+def _perfdoc_a100(model: str, size: str, lbs: int, seq: int, ac: str, outcome: str, quote: str, source: str,
+                  read: str, pair: str | None = None, arch: dict | None = None) -> dict:
+    """One row of TorchTitan's ``docs/performance.md`` A100 tables: FSDP2 over 64 A100 80GB (1D), compile and
+    float8 off; ``ac`` the doc's AC ('none', 'full', or a selective option: 'op' / '2')."""
     acd = ({"mode": "none"} if ac == "none" else {"mode": "full"} if ac == "full"
            else {"mode": "selective", "selective_ac_option": ac})
-    arch = _L2_70B if size == "70b" else _L2_13B
-    return dict(id=f"titan_perfdoc_llama2_{size}_a100_64gpu_fsdp64_lbs{lbs}_{ 'sacop' if ac == 'op' else 'sac2' if ac == '2' else ac + 'ac'}",
+    tag = "sacop" if ac == "op" else "sac2" if ac == "2" else ac + "ac"
+    mod = {"name": "llama3", "flavor": size.upper(), **({"_arch": arch} if arch is not None else {})}
+    return dict(id=f"titan_perfdoc_{model}_{size}_a100_64gpu_fsdp64_lbs{lbs}_{tag}",
                 outcome=outcome, framework="torchtitan",
-                hardware=dict(gpu="A100 80GB", plan_gpu="a100-sxm-80gb", num_gpus=64, gpus_per_node=8),
-                torchtitan_config={"model": {"name": "llama3", "flavor": size.upper(), "_arch": arch},
-                                   "training": {"local_batch_size": lbs, "seq_len": 4096},
+                hardware=dict(_A100_64),
+                torchtitan_config={"model": mod,
+                                   "training": {"local_batch_size": lbs, "seq_len": seq},
                                    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
                                                    "tensor_parallel_degree": 1},
                                    "activation_checkpoint": acd, "compile": {"enable": False},
                                    "optimizer": {"name": "AdamW"}},
-                source=_PERF_SRC_L2, quote=quote, read=_PERF_READ_L2, pair=pair)
+                source=source, quote=quote, read=read, pair=pair)
 
+
+def _perfdoc_l2(size: str, lbs: int, ac: str, outcome: str, quote: str, pair: str | None = None) -> dict:
+    return _perfdoc_a100("llama2", size, lbs, 4096, ac, outcome, quote, _PERF_SRC_L2, _PERF_READ_L2, pair,
+                         arch=_L2_70B if size == "70b" else _L2_13B)
 
 CASES += [
     _perfdoc_l2("70b", 2, "op", "oom", "'| 70B | 2 | selective op | OOM | OOM |'", pair="titan_perfdoc_llama2_70b_a100_64gpu_fsdp64_lbs1_sacop"),
@@ -1584,21 +1595,10 @@ _L405_JOB = {"model": {"name": "llama3", "flavor": "405B"}, "training": {"local_
              "activation_checkpoint": {"mode": "full"}, "compile": {"enable": True, "components": ["model"]},
              "optimizer": {"name": "AdamW"}}
 _H100_95 = dict(gpu="H100 SXM 95GB (HBM2e, lower TDP)", plan_gpu="h100-sxm-96gb-500w", num_gpus=128, gpus_per_node=8)
-_A100_64 = dict(gpu="A100 80GB", plan_gpu="a100-sxm-80gb", num_gpus=64, gpus_per_node=8)
 
 
 def _perfdoc_l3(size: str, ac: str, quote: str) -> dict:
-    acd = {"mode": "full"} if ac == "full" else {"mode": "selective", "selective_ac_option": ac}
-    return dict(id=f"titan_perfdoc_llama3_{size}_a100_64gpu_fsdp64_lbs1_{'sacop' if ac == 'op' else 'sac2' if ac == '2' else 'fullac'}",
-                outcome="ran", framework="torchtitan", hardware=dict(_A100_64),
-                torchtitan_config={"model": {"name": "llama3", "flavor": size.upper()},
-                                   "training": {"local_batch_size": 1, "seq_len": 8192},
-                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
-                                                   "tensor_parallel_degree": 1},
-                                   "activation_checkpoint": acd, "compile": {"enable": False},
-                                   "optimizer": {"name": "AdamW"}},
-                source=_PERF_SRC_L3, quote=quote, read=_PERF_READ_L3, pair=None)
-
+    return _perfdoc_a100("llama3", size, 1, 8192, ac, "ran", quote, _PERF_SRC_L3, _PERF_READ_L3)
 
 CASES += [
     dict(id="titan_perfdoc_llama31_405b_h100_128gpu_fsdp128_lbs2_fullac", outcome="oom", framework="torchtitan",
