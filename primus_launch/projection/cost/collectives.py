@@ -406,12 +406,7 @@ def hybridep_api_overhead(op: str, nodes: int, ranks: int, map_s: float = 0.0) -
     if not p:
         return 0.0
     extra = map_s if op == "dispatch" else 0.0
-    if x <= p[0][0]:
-        return max(0.0, p[0][1] + extra)
-    for (x0, y0), (x1, y1) in zip(p, p[1:]):
-        if x <= x1:
-            return max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0) + extra)
-    return max(0.0, p[-1][1] + extra)
+    return max(0.0, measured_time(p, x, 0.0) + extra)
 
 
 def hybridep_rdma_eff(nodes: int) -> float | None:
@@ -425,12 +420,7 @@ def hybridep_rdma_eff(nodes: int) -> float | None:
     p = FITTED.get("deepep", {}).get("hybridep/rdma", {}).get("points")
     if not p or nodes <= 1:
         return None
-    if nodes <= p[0][0]:
-        return float(p[0][1])
-    for (x0, y0), (x1, y1) in zip(p, p[1:]):
-        if nodes <= x1:
-            return float(y0 + (y1 - y0) * (nodes - x0) / (x1 - x0))
-    return float(p[-1][1])
+    return measured_time(p, nodes, 0.0)
 
 
 def deepep_forward_bw(op: str, num_sms: int, insitu: bool = True) -> float:
