@@ -107,13 +107,13 @@ ATTN_ENV_EXPECTED: dict[str, tuple[int, int, int]] = {
 ATTN_ENV_VARS = ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
 
 
-def attention_env_assertion(backend: str, env: Mapping[str, str]) -> str | None:
-    """The AssertionError text megatron-core >= 0.11 raises at model build for ``--attention-backend backend`` in
-    launch environment ``env`` (:data:`ATTN_ENV_EXPECTED`), or None when the variables agree."""
+def attention_env_assertion(backend: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The variable and the AssertionError text megatron-core >= 0.11 raises at model build for ``--attention-backend
+    backend`` in launch environment ``env`` (:data:`ATTN_ENV_EXPECTED`), or None when the variables agree."""
     for name, want in zip(ATTN_ENV_VARS, ATTN_ENV_EXPECTED.get(backend, ())):
         v = env.get(name)
         if v is not None and v != str(want):
-            return f"{name} set to {v}, but expected {want} for attention backend type {backend}"
+            return name, f"{name} set to {v}, but expected {want} for attention backend type {backend}"
     return None
 
 
@@ -133,7 +133,7 @@ def _env_attention_backend(rec: Any) -> None:
         backend = str(rec.args["attention_backend"]).strip()
         stop = attention_env_assertion(backend, env)
         if stop is not None:
-            var = stop.split(" ")[0]
+            var, stop = stop
             rec.notes.append(f"--attention-backend {backend} with {var}={env[var]} "
                              f"in the launch environment: Megatron-LM (core_v0.11.0 on, which has the flag) stops at "
                              f"model build with AssertionError '{stop}' (language_module.py _set_attention_backend); "
@@ -149,7 +149,7 @@ def _env_attention_backend(rec: Any) -> None:
     backend = "flash" if on(flash) else "fused" if on(fused) else "unfused"
     rec.args["attention_backend"] = backend
     said = " ".join(f"{k}={v}" for k, v in (("NVTE_FLASH_ATTN", flash), ("NVTE_FUSED_ATTN", fused)) if v is not None)
-    stop = attention_env_assertion("auto", env)
+    stop = (attention_env_assertion("auto", env) or (None, None))[1]
     rec.notes.append(f"{said} in the launch environment: attention read as {backend}, as Transformer Engine's opt-out "
                      "variables choose it on Megatron-LM before core_v0.11.0 (no --attention-backend); from "
                      "core_v0.11.0 (fa0dcc4, 2024-12-07) Megatron-LM's default --attention-backend auto stops the run "
