@@ -27,7 +27,7 @@ from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import layer_collectives as lc
 from primus_launch.projection.cost.ep_comm import combined_step_p2p
 from primus_launch.projection.cost.recompute import recomputed_layers
-from primus_launch.projection.layer_times import PassTimes
+from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.pipeline.simulate import ChunkCost
 from primus_launch.projection.steps.layer import LayerCosts
 from primus_launch.projection.steps.setup import Setup
@@ -76,6 +76,19 @@ class _Acc:
         return ChunkCosts(self.f, self.bi, self.bw, self.tp, self.cp, self.ep, self.dp, self.pp)
 
 
+def kind_times(lt: LayerTimes, moe: bool, win: bool | str) -> PassTimes:
+    """One micro-batch's times of a decoder layer of kind (``moe``, ``win``) in ``lt``: a hybrid stack's symbol
+    (``win`` a string) its own, else the MoE / dense layer, windowed where it has its own times; each missing kind
+    falls back to the MoE layer's, then the dense layer's."""
+    d0 = lt.dense_layer
+    if isinstance(win, str):   # a hybrid stack's layer: its symbol's times
+        return lt.layer(win) or d0
+    if moe:
+        mo0 = lt.moe_layer or d0
+        return (lt.moe_window_layer or mo0) if win else mo0
+    return (lt.dense_window_layer or d0) if win else d0
+
+
 def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     """The :class:`StageCosts` of ``s`` with the per-layer terms ``layer`` (module doc)."""
     plan, lay, lt = s.plan, s.lay, s.lt
@@ -101,31 +114,12 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     rec_dense_sel, rec_moe_sel = (layer.recompute_fwd.get(False, 0.0), layer.recompute_fwd.get(True, 0.0))
     emb_tp2, head_tp2 = layer.embedding_tp, layer.head_tp
 
-    d0 = lt.dense_layer
-    mo0 = lt.moe_layer or d0
-    dw = lt.dense_window_layer or d0
-    mw = lt.moe_window_layer or mo0
-
-    def layer_pt(moe: bool, win: bool | str) -> PassTimes:
-        if isinstance(win, str):   # a hybrid stack's layer: its symbol's times
-            return lt.layer(win) or d0
-        if moe:
-            return mw if win else mo0
-        return dw if win else d0
-
     # the decoder layers kept out of the FP8 / FP4 context (Plan.bf16_layer_ids): their BF16 times (Setup.lt_bf16)
     lt16 = s.lt_bf16
     ids16 = plan.bf16_layer_ids() if lt16 is not None else frozenset()
 
-    def layer_pt16(moe: bool, win: bool | str) -> PassTimes:
-        if isinstance(win, str):
-            return lt16.layer(win) or lt16.dense_layer
-        if moe:
-            return (lt16.moe_window_layer if win else None) or lt16.moe_layer or lt16.dense_layer
-        return (lt16.dense_window_layer if win else None) or lt16.dense_layer
-
     def pt_of(j: int, kk: tuple, bf16: list[bool]) -> PassTimes:
-        return layer_pt16(*kk) if bf16[j] else layer_pt(*kk)
+        return kind_times(lt16 if bf16[j] else lt, *kk)
 
     act = lc.rank_tokens(plan) * m.hidden_size * 2
     if p.sequence_parallel:
