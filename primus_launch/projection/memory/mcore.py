@@ -770,7 +770,6 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
     out, biggest = [], []
     for c, chunk in enumerate(chunks):
         kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
-        n = len(kinds)
         kept_of = _layers_kept(m, chunk, opts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp, cp)
         if acts16 is not None and any(i in opts.bf16_layers for i in chunk.layers):
             k16 = _layers_kept(m, chunk, opts, gran, method, rnum, acts16[0], acts16[1], kept, seq, mbs, tp, sp, cp)
