@@ -37,8 +37,9 @@ def node_size_note(plan: Plan) -> Optional[str]:
 
 
 def with_node_note(plan: Plan) -> Plan:
-    """``plan`` with :func:`node_size_note` among its reader notes (once)."""
+    """``plan`` with :func:`node_size_note` among its reader notes (once; a new plan: the source a reader may share
+    with other plans is not changed in place)."""
     note = node_size_note(plan)
-    if note is not None and plan.source is not None and note not in plan.source.notes:
-        plan.source.notes.append(note)
-    return plan
+    if note is None or plan.source is None or note in plan.source.notes:
+        return plan
+    return plan.model_copy(update={"source": plan.source.model_copy(update={"notes": [*plan.source.notes, note]})})
