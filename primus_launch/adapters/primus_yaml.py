@@ -335,8 +335,11 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     ``cli``: the ``train pretrain --config X --key value`` overrides of a ``primus-cli`` command, merged
     last (Primus docs/02-user-guide/configuration-system.md, "Merge priority": CLI overrides >
     modules.pre_trainer.overrides > presets)."""
+    from primus_launch.inputs import duplicate_keys, read_text
+
     env = os.environ if env is None else env
     where = str(path)
+    text = text if text is not None else read_text(path, "recipe")  # read once: parsed, then checked for duplicates
     exp = parse_yaml(path, env, text=text)
     name, mod = _module_of(exp, where)
     fw = mod.get("framework")
@@ -349,10 +352,7 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
         overrides = deep_merge(overrides, cli)
     has_cfg, has_model = "config" in mod, "model" in mod
     root = find_configs_root(path, primus_root)
-    from primus_launch.inputs import duplicate_keys, read_text
-
     # a key given twice: Primus's yaml.safe_load keeps the last, without a word (as Megatron YAMLs are noted)
-    text = text if text is not None else read_text(path, "recipe")
     notes = [f"{key}: given twice (lines {a} and {b}); the last is read" for key, a, b in duplicate_keys(text)]
     refs = _env_refs(_load_yaml_text(text, where), env)
     if not has_cfg:  # an exported (already flattened) module: the module itself is the configuration
