@@ -1,8 +1,9 @@
 """Fit the kernel curves of the dry-run cost model to public kernel measurements.
 
 Input: ``primus_launch/projection/data/kernel_evidence.json`` (records with sources; see
-``docs/kernel-evidence.md``).  Output: ``primus_launch/projection/cost/fitted.py`` (``--write``), a
-table of curves, each with the ids of the records it was fitted to and its rms log error on them.
+``docs/kernel-evidence.md``).  Output: the ``primus_launch/projection/cost/fitted`` package (``--write``):
+a table of curves, one module per section, each curve with the ids of the records it was fitted to and its rms
+log error on them.
 End-to-end training runs are never used here (they judge; ``scripts/calibrate.py`` fits the few
 framework constants).  Loss: rms of log(model / measured) over the records of one curve; search:
 deterministic coordinate descent with shrinking multiplicative steps inside bounds.
@@ -1216,23 +1217,56 @@ def fit_all() -> dict:
                 collectives=fit_collectives(), deepep=fit_deepep(), host=fit_host())
 
 
+# what each section's module holds (its docstring's first line); model forms in ``projection/cost/kernels.py``
+SECTIONS = {
+    "attention": "Fused-attention curves (A_f, A_b, S0, D0, Tc, t0, p) per (architecture, implementation).",
+    "collectives": "Collective fabric curves (bus-bandwidth efficiency, fixed latency) per architecture, span and "
+                   "operation.",
+    "deepep": "DeepEP / HybridEP efficiencies against the link each is bound by (and their per-node-count points).",
+    "fp8_quant": "FP8 recipe quantisation: the HBM efficiency of each recipe's cast / amax / transpose bytes.",
+    "gemm": "GEMM curves (E, K0, t0) per (architecture, input format).",
+    "grouped_gemm": "Grouped-GEMM curves (E, K0, t0; batch = groups) per architecture, format and library.",
+    "hbm": "HBM streaming efficiency per architecture (fraction of the datasheet bandwidth).",
+    "host": "Host launch cost per eager / compiled PyTorch kernel (``cost/framework.py``).",
+}
+FITTED_DIR = ROOT / "primus_launch" / "projection" / "cost" / "fitted"
+GENERATED = ("GENERATED: do not edit by hand; rerun ``python scripts/fit_kernels.py --write``.  Each curve lists\n"
+             "the record ids it was fitted to and its rms log error on them (``tests/test_kernel_curves.py``).\n")
+
+
+def fitted_files(table: dict) -> dict[str, str]:
+    """The text of each file of the ``cost/fitted`` package for ``table``: one module per section
+    (``CURVES``, its docstring from :data:`SECTIONS`) and ``__init__.py`` gathering them into ``FITTED``."""
+    out = {}
+    for sec, curves in sorted(table.items()):
+        body = pprint.pformat(curves, width=118, sort_dicts=True)
+        out[f"{sec}.py"] = (f'"""{SECTIONS[sec]}\n\nFitted to ``projection/data/kernel_evidence.json`` by '
+                            f'``scripts/fit_kernels.py`` (section ``{sec}`` of\n``FITTED``).\n\n{GENERATED}"""\n\n'
+                            f"CURVES = {body}\n")
+    names = sorted(table)
+    out["__init__.py"] = (
+        '"""Kernel curves fitted to ``projection/data/kernel_evidence.json`` by ``scripts/fit_kernels.py``:\n'
+        "``FITTED[section][curve]``, one module of this package per section.\n\n" + GENERATED + '"""\n\n'
+        + "".join(f"from primus_launch.projection.cost.fitted import {n}\n" for n in names) + "\n"
+        + "FITTED = {\n" + "".join(f"    {n!r}: {n}.CURVES,\n" for n in names) + "}\n")
+    return out
+
+
 def write(table: dict) -> Path:
-    path = ROOT / "primus_launch" / "projection" / "cost" / "fitted.py"
-    body = pprint.pformat(table, width=118, sort_dicts=True)
-    text = ('"""Kernel curves fitted to ``projection/data/kernel_evidence.json`` by ``scripts/fit_kernels.py``.\n\n'
-            'GENERATED: do not edit by hand; rerun ``python scripts/fit_kernels.py --write``.  Each curve lists\n'
-            'the record ids it was fitted to and its rms log error on them (``tests/test_kernel_curves.py``).\n"""\n\n'
-            f"FITTED = {body}\n")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    """Rewrite the ``cost/fitted`` package from ``table`` (:func:`fitted_files`), each file replaced whole."""
+    FITTED_DIR.mkdir(exist_ok=True)
+    for name, text in fitted_files(table).items():
+        path = FITTED_DIR / name
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return FITTED_DIR
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite primus_launch/projection/cost/fitted.py")
+    ap.add_argument("--write", action="store_true", help="rewrite the primus_launch/projection/cost/fitted package")
     args = ap.parse_args(argv)
     if not ev.all_records():
         print(f"no evidence file at {ev.EVIDENCE}", file=sys.stderr)

@@ -4,7 +4,7 @@ For one micro-batch of one layer on one GPU (:func:`primus_launch.projection.dry
 each op gets its forward / input-grad / weight-grad milliseconds, the efficiency it runs at (GEMMs
 and attention: FLOP/s as a fraction of the datasheet peak of its format; memory-bound kernels: bytes/s
 as a fraction of the datasheet HBM bandwidth) and the SOURCE of that number: the fitted curve
-(``projection/cost/fitted.py``) and the kernel-evidence records it stands on.  Then the layer's
+(``projection/cost/fitted/``) and the kernel-evidence records it stands on.  Then the layer's
 communication (raw and exposed after overlap, with the fabric curve it was priced on), the
 framework profile (fusions, host launch time, CUDA graphs, in-situ efficiency, sustained clock)
 and the iteration's breakdown.  ``scripts/explain_projection.py`` prints it; the text report

@@ -1,7 +1,7 @@
 """Constants of the dry-run cost model that no kernel measurement pins down, with their provenance.
 
 Kernel efficiencies, bandwidths and host launch costs are NOT here: they are curves fitted to public
-kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/fit_kernels.py`` from
+kernel-level measurements (``projection/cost/fitted/``, written by ``scripts/fit_kernels.py`` from
 ``projection/data/kernel_evidence.json``).  What remains:
 
 1. FIXED constants, stated and never fitted:
