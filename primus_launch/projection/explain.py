@@ -273,7 +273,8 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     host = FITTED.get("host", {})
     mode = "compile" if prof.name.endswith("compile") else "eager"
     t = plan.training
-    from primus_launch.projection.cost.roofline import rope_fused, te_grouped_mlp_bias
+    from primus_launch.projection.cost.attention_block import rope_fused
+    from primus_launch.projection.cost.bias_dropout_add import te_grouped_mlp_bias
 
     m = plan.model
     rope = "fused" if rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")

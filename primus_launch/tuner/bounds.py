@@ -609,7 +609,7 @@ class BoundModel:
         layer times do not read it."""
         if not self.plan.model.hybrid_pattern:
             return None
-        from primus_launch.projection.cost.roofline import syncs_in_backward
+        from primus_launch.projection.cost.host_sync import syncs_in_backward
 
         return syncs_in_backward(h[S["rc_granularity"]], h[S["rc_modules"]], f[F["ep_overlap"]])
 
