@@ -383,7 +383,7 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
 
 
 def _host_line(plan: Plan) -> str:
-    """Per decoder-layer kind, host launch time vs GPU time of each pass (roofline ``_Acc.host_summary``):
+    """Per decoder-layer kind, host launch time vs GPU time of each pass (``layer_ops.LayerOps.host_summary``):
     a pass whose host time is longer is host-bound."""
     from primus_launch.projection.cost.roofline import layer_op_times
 

@@ -86,18 +86,22 @@ class LayerContext:
 
     @property
     def s(self) -> int:
+        """The sequence length."""
         return self.m.seq_length
 
     @property
     def h(self) -> int:
+        """The hidden size."""
         return self.m.hidden_size
 
     @property
     def T(self) -> int:
+        """``b s / cp``: the tokens of one micro-batch on this CP rank (what the GEMMs see after SP's all-gather)."""
         return self.b * self.s // self.cp
 
     @property
     def Tn(self) -> int:
+        """``T / tp`` with sequence parallel, else ``T``: the tokens the norms and residual adds see."""
         return self.T // self.tp if self.sp else self.T
 
     @property
@@ -107,10 +111,12 @@ class LayerContext:
 
     @property
     def bda_unfused(self) -> bool:
+        """Every bias-dropout-add unfused (``bias_dropout_add.te_grouped_mlp_bias``)."""
         return te_grouped_mlp_bias(self.m, self.prof, self.grouped)
 
     @property
     def cp_a2a(self) -> bool:
+        """All-to-all context parallelism (``cp_comm_type`` a2a or a2a+p2p): s x s attention over a/cp heads."""
         return self.cp_type in ("a2a", "a2a+p2p")
 
     @property

@@ -110,6 +110,7 @@ class LayerOps:
         self.pend = None
 
     def count(self, nf: int, nb: int) -> None:
+        """Count ``nf`` forward and ``nb`` backward kernel launches in the current scope (host time: :meth:`times`)."""
         self.kf[self.scope] = self.kf.get(self.scope, 0) + nf
         self.kb[self.scope] = self.kb.get(self.scope, 0) + nb
         self._op()[2] += nf
@@ -124,6 +125,8 @@ class LayerOps:
         e[4] += launches
 
     def record(self, name: str, f: float, bi: float, bw: float, info: tuple, close: bool = True) -> None:
+        """Close the op being priced (``close``) and, with an op list, append ``(name, forward s, input-grad s,
+        weight-grad s, info)`` to it."""
         if close:
             self._close()
         if self.ops is not None:
@@ -313,6 +316,7 @@ class LayerOps:
                            + "; on the critical path", 0.0, 0.0))
 
     def kernels(self) -> int:
+        """Kernels launched in both passes of the layer."""
         return sum(self.kf.values()) + sum(self.kb.values())
 
     def _host_seconds(self, host_s: float, graphs: frozenset) -> tuple[float, float]:
@@ -330,6 +334,7 @@ class LayerOps:
         """(host forward, host backward, GPU forward, GPU backward) seconds of one pass pair (:meth:`times`)."""
         return (*self._host_seconds(host_s, graphs), self.f, self.bi + self.bw)
 
-    def shares(self, kind: str, out: dict) -> None:
+    def shares(self, kind: str, out: dict[str, PassTimes]) -> None:
+        """Store the per-module / per-category / per-scope sums (:meth:`add`) in ``out`` as ``kind:key``."""
         for k, v in self.sums.items():
             out[f"{kind}:{k}"] = PassTimes(*v)
