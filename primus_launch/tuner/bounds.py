@@ -603,7 +603,7 @@ class BoundModel:
         return None if accumulation_fused(self.plan, d) else d
 
     def _sync_key(self, h: tuple, f: tuple) -> Optional[bool]:
-        """For a hybrid stack, whether its backward re-runs the dispatcher's host sync (``cost/roofline.py``
+        """For a hybrid stack, whether its backward re-runs the dispatcher's host sync (``cost/host_sync.py``
         ``backward_syncs``: full recompute, ``moe`` recomputed, the 1F1B EP overlap), which decides whether its
         backward host time is pooled over the pass (``cost/host_runahead.py``); None for other stacks, whose
         layer times do not read it."""
