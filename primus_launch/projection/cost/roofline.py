@@ -101,6 +101,7 @@ from primus_launch.projection.layer_times import LayerTimes
 from primus_launch.projection.memory.params import arch_key
 
 
+@lru_cache(maxsize=65536)
 def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple) -> LayerTimes:
     return _build_layers(key, tp, cp, ep, etp, sp, b, gpu, cfg, None)
 
