@@ -180,11 +180,11 @@ def _implied(validate) -> int:
 def _presync(validate, xs_ms: list[float]) -> int:
     """The ``--presync-host-ms`` what-if (module doc)."""
     from primus_launch.projection.cost import calibration as cal
-    from primus_launch.projection.cost import roofline
+    from primus_launch.projection.cost import layer_ops
 
     rows = [r for r in validate.load_rows() if r["id"].startswith("primus_") and r["plan"]["cluster"]["gpu"] == "mi355x"]
     cal_row = next(r for r in rows if r["id"] == cal.ROCM_LEGACY_GEMM_ROW)
-    orig = roofline.launch_bound_seconds
+    orig = layer_ops.launch_bound_seconds
     x = [0.0]
 
     def with_presync(seq, host_s, graphs=frozenset()):
@@ -193,14 +193,14 @@ def _presync(validate, xs_ms: list[float]) -> int:
         return max(end, host + x[0])
 
     table = {}
-    roofline.launch_bound_seconds = with_presync
+    layer_ops.launch_bound_seconds = with_presync
     try:
         for xm in xs_ms:
             x[0] = xm * 1e-3
             g = implied_host_us(validate, cal_row)
             table[xm] = (g, _errors_at(validate, rows, (g or 0.0) * 1e-6))
     finally:
-        roofline.launch_bound_seconds = orig
+        layer_ops.launch_bound_seconds = orig
         _clear()
     print(f"{'row':58s}" + "".join(f"{f'X={xm:g}ms':>10s}" for xm in xs_ms))
     print(f"{'  refitted us per legacy GEMM':58s}" + "".join(f"{table[xm][0] or 0:10.0f}" for xm in xs_ms))

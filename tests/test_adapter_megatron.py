@@ -703,7 +703,8 @@ def test_no_rope_fusion_is_read_written_and_priced():
     training.rope_fusion, written back by the argv writer, and prices RoPE with the eager kernels
     (the roofline's ROPE_EAGER byte count instead of ROPE_FUSED)."""
     from primus_launch.adapters.megatron import render_argv
-    from primus_launch.projection.cost.roofline import ROPE_EAGER, ROPE_FUSED, layer_times_roofline
+    from primus_launch.projection.cost.elementwise_bytes import ROPE_EAGER, ROPE_FUSED
+    from primus_launch.projection.cost.roofline import layer_times_roofline
 
     argv = ARGV + ["--position-embedding-type", "rope"]
     fused, eager = plan_from_argv(argv), plan_from_argv(argv + ["--no-rope-fusion"])

@@ -13,6 +13,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.projection.cost import elementwise_bytes as eb
 from primus_launch.projection.cost import roofline as rl
 
 
@@ -56,7 +57,7 @@ def test_megatron_unfused_rope_matches_rope_utils():
     freqs = torch.randn(s, 1, 1, d, device="meta")
     # count the q/k-sized tensors (and their halves), not the s x d cos / sin tables
     fwd, bwd = _traced(lambda: _apply_rotary_pos_emb_bshd(t, freqs, mscale=1.35), None, t.numel() // 2)
-    nb_f, nb_b, kf, kb = rl.ROPE_MEGATRON_UNFUSED
+    nb_f, nb_b, kf, kb = eb.ROPE_MEGATRON_UNFUSED
     assert (len(fwd), len(bwd)) == (kf, kb)
     assert sum(i + o for _, i, o in fwd) / t.numel() == pytest.approx(nb_f)
     assert sum(i + o for _, i, o in bwd) / t.numel() == pytest.approx(nb_b)
@@ -80,7 +81,7 @@ def test_te_grouped_mlp_apply_bias_matches_experts_py(probs_dtype):
                         requires_grad=True)
     grad = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta")
     fwd, bwd = _traced(lambda: TEGroupedMLP._apply_bias(out, biases, [n] * E, probs), grad, n * h)
-    fb, bb = rl.EXPERT_BIAS_BYTES_FP32_PROBS if fp32 else rl.EXPERT_BIAS_BYTES
+    fb, bb = eb.EXPERT_BIAS_BYTES_FP32_PROBS if fp32 else eb.EXPERT_BIAS_BYTES
     if fp32:
         assert len(fwd) == 2 * E + 2 and len(bwd) == 6 * E + 3
     else:
@@ -110,7 +111,7 @@ def test_activation_clamp_matches_fused_bias_geglu():
     finally:
         fbg.WeightedQuickGeGLUFunction = orig
     bwd = [o for o in bwd if "slice_backward" not in o[0]]   # the stand-in's own slice
-    fb, bb, kf, kb = rl.ACT_CLAMP
+    fb, bb, kf, kb = eb.ACT_CLAMP
     assert len(fwd) == kf - 1 and len(bwd) == kb
     assert sum(i + o for _, i, o in fwd) / (n * f) == pytest.approx(fb)
     assert sum(i + o for _, i, o in bwd) / (n * f) == pytest.approx(bb)
@@ -134,9 +135,9 @@ def test_gpt_oss_layer_lists_the_bias_clamp_and_unfused_bda():
     by = {o[0].split(" (")[0] if o[0].startswith("experts FC2") else o[0]: o for o in ops}
     rows, h, f, local = 4096 * 4, 2880, 2880, 128 // 8
     bias = next(o for o in ops if o[0].startswith("experts FC2 bias x probs"))
-    assert bias[4][3] == pytest.approx(rl.EXPERT_BIAS_BYTES[0] * rows * h)
+    assert bias[4][3] == pytest.approx(eb.EXPERT_BIAS_BYTES[0] * rows * h)
     clamp = next(o for o in ops if "activation clamp" in o[0])
-    assert clamp[4][3] == pytest.approx(rl.ACT_CLAMP[0] * rows * f)
+    assert clamp[4][3] == pytest.approx(eb.ACT_CLAMP[0] * rows * f)
     assert "residual add (unfused bias + dropout + add)" in by
     assert any(o[0] == "RoPE (Megatron unfused: YaRN mscale)" for o in ops)
     k_bias = rl.layer_op_times(_oss())["_kernels"]["moe"]
@@ -145,7 +146,7 @@ def test_gpt_oss_layer_lists_the_bias_clamp_and_unfused_bda():
     assert not any(n.startswith("experts FC2 bias") or "clamp" in n for n in names)
     assert "residual add (bias-dropout-add)" in names
     kf = k_bias[0] - plain["_kernels"]["moe"][0]
-    assert kf == (2 * local + 1) + rl.ACT_CLAMP[2] + 1   # bias row, clamp row, the unfused BDA's second kernel
+    assert kf == (2 * local + 1) + eb.ACT_CLAMP[2] + 1   # bias row, clamp row, the unfused BDA's second kernel
 
 
 def test_sinks_keep_te_on_cudnn_fused_attention():

@@ -193,7 +193,7 @@ def _titan_plan(granularity="op", gpu="h100-sxm", **model):
 
 def test_op_sac_recomputes_the_mms_torchtitan_recomputes():
     """TorchTitan's per-op SAC (its own SelectiveAC policy, run on its own llama3 block on CPU)
-    recomputes exactly the mms ``dryrun._titan_block_mms`` marks (every second one), and the
+    recomputes exactly the mms ``titan_sac.titan_block_mms`` marks (every second one), and the
     dry-run re-runs their forward GEMM time in backward, not the attention core."""
     import copy
 
@@ -205,7 +205,8 @@ def test_op_sac_recomputes_the_mms_torchtitan_recomputes():
     import torchtitan.distributed.activation_checkpoint as ac
     from torchtitan.models.llama3 import model_registry
 
-    from primus_launch.projection.cost.roofline import _titan_block_mms, layer_times_roofline
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.cost.titan_sac import titan_block_mms
 
     cfg = copy.deepcopy(model_registry("debugmodel").model)
     cfg.layers = cfg.layers[:1]
@@ -231,7 +232,7 @@ def test_op_sac_recomputes_the_mms_torchtitan_recomputes():
     finally:
         ac.create_selective_checkpoint_contexts = orig
     plan = _titan_plan()
-    ours = [(n, i % 2 == 0) for i, (_, _, n, _) in enumerate(_titan_block_mms(plan.model, 64, 1, False), start=1)]
+    ours = [(n, i % 2 == 0) for i, (_, _, n, _) in enumerate(titan_block_mms(plan.model, 64, 1, False), start=1)]
     assert decisions == ours
     lt = layer_times_roofline(plan)
     rec = lt.part("dense", "op_sac_mm").fwd_s
@@ -300,7 +301,8 @@ def test_yarn_rope_unfused_in_megatron_unless_mla():
     """Megatron falls back to its unfused RoPE for YaRN with a concentration factor != 1 (TE's fused
     RoPE has no mscale): GPT-OSS-style GQA with YaRN pays Megatron's own unfused RoPE bytes
     (rope_utils._apply_rotary_pos_emb_bshd, tests/test_cost_gpt_oss.py), plain RoPE does not."""
-    from primus_launch.projection.cost.roofline import ROPE_FUSED, ROPE_MEGATRON_UNFUSED, layer_op_times
+    from primus_launch.projection.cost.elementwise_bytes import ROPE_FUSED, ROPE_MEGATRON_UNFUSED
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     def rope(pos):
         m = ModelArch(num_layers=2, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64,
@@ -386,15 +388,16 @@ def test_moe_dispatch_host_sync_splits_the_forward():
     """An MoE layer's token dispatcher waits on the host for the routed-token counts (Megatron's
     d2h_event.synchronize, DeepEP / HybridEP counters): the forward is two segments, the second
     launched into an empty queue: max(g1 + max(g2, h2), h1 + h2) + 2 t_launch (closed form of
-    roofline._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
+    layer_ops.LayerOps.times), never below the unsplit max(g1 + g2, h1 + h2)."""
     from primus_launch.projection.cost.framework import profile_of
-    from primus_launch.projection.cost.roofline import SYNC_BEFORE, _Acc
+    from primus_launch.projection.cost.host_sync import SYNC_BEFORE
+    from primus_launch.projection.cost.layer_ops import LayerOps
 
     plan = Plan(model=ModelArch(num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
                                 vocab_size=32000, seq_length=1024),
                 training=Training(global_batch_size=8), cluster=Cluster(gpu="b200"))
     prof = profile_of(plan, "blackwell")
-    acc = _Acc("b200", "bf16", prof, "bf16", None, 1.0)
+    acc = LayerOps("b200", "bf16", prof, "bf16", None, 1.0)
     acc.scope = "attn"
     acc.elem(2e10, "big attention-side op", 2.0, (1, 1))         # long GPU segment before the sync
     acc.scope = "moe"

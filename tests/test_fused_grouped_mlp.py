@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.projection.cost import elementwise_bytes as eb
 from primus_launch.projection.cost import roofline as rl
 
 
@@ -53,7 +54,7 @@ def test_cutedsl_only_for_mxfp8_on_blackwell():
     assert not any(n.endswith("quick-GeGLU") for n in mx)
     assert any("activation in the epilogues" in n for n in mx)
     epi = next(o for o in rl.layer_op_times(plan)["moe"] if "in the GEMM epilogues" in o[0])
-    assert epi[4][3] == pytest.approx(rl.ACT_FUSED[True][0] * 4096 * 4 * 2880)   # T x k rows per GPU (EP 8) x f
+    assert epi[4][3] == pytest.approx(eb.ACT_FUSED[True][0] * 4096 * 4 * 2880)   # T x k rows per GPU (EP 8) x f
     k_te = rl.layer_op_times(_oss("te", "b200", True))["_kernels"]["moe"]
     k_f = rl.layer_op_times(plan)["_kernels"]["moe"]
     assert k_f[0] < k_te[0] and k_f[1] < k_te[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import host_runahead
-from primus_launch.projection.cost.roofline import backward_syncs, launch_bound_seconds
+from primus_launch.projection.cost.host_sync import backward_syncs, launch_bound_seconds
 from primus_launch.projection.layer_times import PassTimes
 
 ROOT = Path(__file__).resolve().parents[1]

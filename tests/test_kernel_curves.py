@@ -1,7 +1,7 @@
 """The kernel curves of the cost model against the public kernel measurements they are fitted to.
 
 Truth: the records of ``primus_launch/projection/data/kernel_evidence.json`` (each with its source).
-Every curve of ``projection/cost/fitted.py`` is re-evaluated here at each of its records' shapes,
+Every curve of ``projection/cost/fitted/`` is re-evaluated here at each of its records' shapes,
 through the same model functions the dry-run calls, and must stay within the stated tolerance;
 ``scripts/fit_kernels.py`` run on the evidence reproduces the committed table.
 """

@@ -160,6 +160,7 @@ def test_rocm_legacy_gemm_price_applies_only_to_the_legacy_library_on_cdna4():
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training  # noqa: E402
 from primus_launch.projection.cost import framework as fw  # noqa: E402
 from primus_launch.projection.cost import roofline as rl  # noqa: E402
+from primus_launch.projection.cost.layer_ops import LayerOps  # noqa: E402
 
 
 def _qwen3_30b(gpu: str = "h100-sxm", graphs: tuple = (), impl: str = "none", dispatcher: str = "alltoall") -> Plan:
@@ -236,7 +237,7 @@ def test_sync_period_walked_from_an_idle_gpu():
     of [after-sync ops, before-sync ops] (closed form: a GPU-bound 2 ms op of 10 launches, then a host-bound
     1 ms op of 100 launches)."""
     prof = fw.profile_of(_qwen3_30b(), "hopper")
-    acc = rl._Acc("h100-sxm", "bf16", prof, "bf16", None, 1.0)
+    acc = LayerOps("h100-sxm", "bf16", prof, "bf16", None, 1.0)
     t = 20e-6
     acc.f, acc.gf, acc.kf, acc.kb, acc.sync = 3e-3, {"attn": 1e-3, "moe": 2e-3}, {"attn": 100, "moe": 10}, {}, True
     acc.seq = [["attn", 1e-3, 100, 0.0, 0], ["moe", 2e-3, 10, 0.0, 0]]
@@ -254,10 +255,10 @@ def test_host_syncs_per_pass_equal_megatron_trace(traces, i):
     """megatron-core 0.16.1's all-to-all and all-gather dispatchers block the host once per MoE layer forward
     (``d2h_event.synchronize()`` at ``cuda_sync_point`` / ``tokens_per_expert.cpu()``) and never in the backward
     (``_AllToAll.backward`` and the permutations reuse the forward's host split sizes): the model walks the forward
-    from its sync (``roofline.SYNC_BEFORE``) and takes ``max(GPU, host)`` for the backward.  A fixed host-serial
+    from its sync (``host_sync.SYNC_BEFORE``) and takes ``max(GPU, host)`` for the backward.  A fixed host-serial
     cost per backward has no such sync to stand on."""
     assert traces[i]["syncs"] == {"fwd": 1, "bwd": 0}, CASES[i][0]
-    acc = rl._Acc("h100-sxm", "bf16", fw.profile_of(_qwen3_30b(), "hopper"), "bf16", None, 1.0)
+    acc = LayerOps("h100-sxm", "bf16", fw.profile_of(_qwen3_30b(), "hopper"), "bf16", None, 1.0)
     t = 20e-6
     acc.f, acc.bi, acc.gf, acc.kf, acc.kb, acc.sync = 1e-3, 2e-3, {"moe": 1e-3}, {"moe": 10}, {"moe": 50}, True
     acc.seq = [["moe", 1e-3, 10, 0.0, 0]]

@@ -21,6 +21,7 @@ from primus_launch.projection.cost import framework as fw
 from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import roofline as rl
 from primus_launch.projection.cost.compute import gemm_time
+from primus_launch.projection.cost.host_sync import launch_bound_seconds
 
 T = 20e-6
 
@@ -43,14 +44,14 @@ def test_walk_closed_forms():
     """GPU-bound: the op starts after its first launch; host-bound: N tiny kernels after the sync cost N launches
     (the brief's 'a sync followed by N launches costs N x launch time'); a C++ launch loop spreads the op's GPU
     work over its launches; captured scopes cost one graph replay and run back to back."""
-    assert rl.launch_bound_seconds([["moe", 1e-3, 4, 0.0, 0]], T) == pytest.approx(T + 1e-3)
+    assert launch_bound_seconds([["moe", 1e-3, 4, 0.0, 0]], T) == pytest.approx(T + 1e-3)
     n, g = 50, 1e-6
-    assert rl.launch_bound_seconds([["moe", n * g, n, 0.0, 0]], T) == pytest.approx(n * T + g)
+    assert launch_bound_seconds([["moe", n * g, n, 0.0, 0]], T) == pytest.approx(n * T + g)
     h, launches = T + 8 * 10e-6, 9                      # one Python launch + 8 per-expert GEMMs from C++
-    assert rl.launch_bound_seconds([["moe", 8e-4, 1, 8 * 10e-6, 8]], T) == pytest.approx(
+    assert launch_bound_seconds([["moe", 8e-4, 1, 8 * 10e-6, 8]], T) == pytest.approx(
         max(h / launches + 8e-4, h + 8e-4 / launches))
     cap = frozenset({"attn", "moe_router"})
-    assert rl.launch_bound_seconds([["attn", 5e-4, 30, 0.0, 0], ["moe_router", 1e-4, 10, 0.0, 0]], T, cap) == \
+    assert launch_bound_seconds([["attn", 5e-4, 30, 0.0, 0], ["moe_router", 1e-4, 10, 0.0, 0]], T, cap) == \
         pytest.approx(fw.GRAPH_LAUNCH_S + 6e-4)
 
 
@@ -60,7 +61,7 @@ def test_walk_bounded_by_either_side_alone():
     for _ in range(200):
         seq = [["moe", rnd.choice([1e-6, 2e-5, 3e-4, 2e-3]), rnd.randint(1, 12), rnd.choice([0.0, 8e-5]),
                 rnd.choice([0, 8])] for _ in range(rnd.randint(1, 15))]
-        e = rl.launch_bound_seconds(seq, T)
+        e = launch_bound_seconds(seq, T)
         gpu = sum(x[1] for x in seq)
         host = sum(x[2] * T + x[3] for x in seq)
         assert max(gpu, host) - 1e-12 <= e <= gpu + host + 1e-12

@@ -4,7 +4,7 @@ For one micro-batch of one layer on one GPU (:func:`primus_launch.projection.dry
 each op gets its forward / input-grad / weight-grad milliseconds, the efficiency it runs at (GEMMs
 and attention: FLOP/s as a fraction of the datasheet peak of its format; memory-bound kernels: bytes/s
 as a fraction of the datasheet HBM bandwidth) and the SOURCE of that number: the fitted curve
-(``projection/cost/fitted.py``) and the kernel-evidence records it stands on.  Then the layer's
+(``projection/cost/fitted/``) and the kernel-evidence records it stands on.  Then the layer's
 communication (raw and exposed after overlap, with the fabric curve it was priced on), the
 framework profile (fusions, host launch time, CUDA graphs, in-situ efficiency, sustained clock)
 and the iteration's breakdown.  ``scripts/explain_projection.py`` prints it; the text report
@@ -273,7 +273,8 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     host = FITTED.get("host", {})
     mode = "compile" if prof.name.endswith("compile") else "eager"
     t = plan.training
-    from primus_launch.projection.cost.roofline import rope_fused, te_grouped_mlp_bias
+    from primus_launch.projection.cost.attention_block import rope_fused
+    from primus_launch.projection.cost.bias_dropout_add import te_grouped_mlp_bias
 
     m = plan.model
     rope = "fused" if rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")
@@ -382,7 +383,7 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
 
 
 def _host_line(plan: Plan) -> str:
-    """Per decoder-layer kind, host launch time vs GPU time of each pass (roofline ``_Acc.host_summary``):
+    """Per decoder-layer kind, host launch time vs GPU time of each pass (``layer_ops.LayerOps.host_summary``):
     a pass whose host time is longer is host-bound."""
     from primus_launch.projection.cost.roofline import layer_op_times
 

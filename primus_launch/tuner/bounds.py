@@ -603,13 +603,13 @@ class BoundModel:
         return None if accumulation_fused(self.plan, d) else d
 
     def _sync_key(self, h: tuple, f: tuple) -> Optional[bool]:
-        """For a hybrid stack, whether its backward re-runs the dispatcher's host sync (``cost/roofline.py``
+        """For a hybrid stack, whether its backward re-runs the dispatcher's host sync (``cost/host_sync.py``
         ``backward_syncs``: full recompute, ``moe`` recomputed, the 1F1B EP overlap), which decides whether its
         backward host time is pooled over the pass (``cost/host_runahead.py``); None for other stacks, whose
         layer times do not read it."""
         if not self.plan.model.hybrid_pattern:
             return None
-        from primus_launch.projection.cost.roofline import syncs_in_backward
+        from primus_launch.projection.cost.host_sync import syncs_in_backward
 
         return syncs_in_backward(h[S["rc_granularity"]], h[S["rc_modules"]], f[F["ep_overlap"]])
 

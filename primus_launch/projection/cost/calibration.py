@@ -1,7 +1,7 @@
 """Constants of the dry-run cost model that no kernel measurement pins down, with their provenance.
 
 Kernel efficiencies, bandwidths and host launch costs are NOT here: they are curves fitted to public
-kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/fit_kernels.py`` from
+kernel-level measurements (``projection/cost/fitted/``, written by ``scripts/fit_kernels.py`` from
 ``projection/data/kernel_evidence.json``).  What remains:
 
 1. FIXED constants, stated and never fitted:
@@ -56,7 +56,7 @@ judges; rows found elsewhere (``scripts/validation/current_runs.json``) never tu
   native FSDP / TorchTitan): sustained clocks under a whole step's power draw, kernels chosen by
   library heuristics for the step's exact shapes, memory-allocator and stream synchronisation, NCCL
   kernels sharing the SMs with overlapped communication.  No kernel-level figure measures it: it is
-  the framework's own overhead, divided into every GPU kernel time (``roofline._Acc``: ``slow = 1 / insitu``);
+  the framework's own overhead, divided into every GPU kernel time (``layer_ops.LayerOps``: ``slow = 1 / insitu``);
 - ``SUSTAINED_CLOCK["power_limited"]``: the clock fraction a power-limited GPU sustains through whole
   training steps relative to the kernel benchmarks its curves stand on (a step draws power for HBM,
   NVLink and NIC traffic and its element-wise kernels next to the GEMMs, so the power manager holds

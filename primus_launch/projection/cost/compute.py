@@ -192,7 +192,7 @@ def default_attention_impl(arch: str) -> str:
 def attention_time(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, causal: bool,
                    gpu: str, impl: str = "auto", window: int | None = None) -> tuple[float, float]:
     """(forward, backward) seconds of a fused attention core in BF16 (FP8 recipes keep it BF16 unless
-    ``training.fp8_attention``: ``cost/fp8_attention.py`` scales these times, ``roofline._Acc.attn``)."""
+    ``training.fp8_attention``: ``cost/fp8_attention.py`` scales these times, ``attention_kernels.core_attention``)."""
     if b <= 0 or heads <= 0 or sq <= 0 or skv <= 0:
         return 0.0, 0.0
     clk, _, _, peak, arch = _gpu(gpu)

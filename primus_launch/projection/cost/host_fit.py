@@ -1,6 +1,6 @@
 """The workload the per-kernel host launch time of :mod:`cost.framework` is fitted on: the kernels one
 GPU launches per step by the dry-run's own kernel list (:func:`cost.roofline.kernels_per_step`) against a
-measured host-bound step (``scripts/fit_kernels.py`` writes the fit into ``cost/fitted.py``)."""
+measured host-bound step (``scripts/fit_kernels.py`` writes the fit into ``cost/fitted/host.py``)."""
 
 from __future__ import annotations
 

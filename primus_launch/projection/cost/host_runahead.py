@@ -12,7 +12,7 @@ the all-to-all / HybridEP combine's backward is a dispatch with the forward's ha
 host runs ahead through a GPU-heavy layer (a CUDA-graphed Mamba or attention layer: one launch, milliseconds of
 GPU work) and banks launches for the host-heavy MoE layer after it (backward order ``E M E M ...`` of a forward
 ``... M E M E``): over the pass the GPU waits only for ``max(0, sum_l n_l H_l - sum_l n_l G_l)`` (the
-:func:`launch_bound_seconds <primus_launch.projection.cost.roofline.launch_bound_seconds>` recurrence over a
+:func:`launch_bound_seconds <primus_launch.projection.cost.host_sync.launch_bound_seconds>` recurrence over a
 whole pass whose layers alternate, the queue never full: a MoE layer's backward launches a few hundred kernels),
 not ``sum_l n_l max(0, H_l - G_l)`` (each layer on its own, the host work added where the neighbouring layers'
 GPU is busy anyway).  ``n_l``: layers of kind ``l`` in the stack (the hybrid pattern and its MTP depths),
@@ -24,7 +24,7 @@ per-layer form kept) where the backward does run a sync: the MoE forward re-run 
 recompute, or ``moe`` among the selective-recompute modules: the recomputed dispatch waits on the host again)
 and Megatron's 1F1B EP overlap (``--overlap-moe-expert-parallel-comm``: a forward with its sync interleaved
 with each backward).  The forward is not pooled: its sync drains the queue once per MoE layer and the
-host-heavy expert launches come right after it (:meth:`roofline._Acc.times`).  Under PP the stack's mix
+host-heavy expert launches come right after it (:meth:`layer_ops.LayerOps.times`).  Under PP the stack's mix
 stands for each stage's (the hybrid rows measured are PP 1).
 
 Checked against Megatron-Bridge PR #6056 (Nemotron 3 Super BF16 on 64 B300, ranks on the 4.6 GHz priority

@@ -2,7 +2,7 @@
 
 The same functions are used by the dry-run (with the fitted constants of
 :mod:`primus_launch.projection.cost.fitted`) and by ``scripts/fit_kernels.py`` (which fits those
-constants to the records of ``projection/data/kernel_evidence.json`` and writes ``fitted.py``), so a
+constants to the records of ``projection/data/kernel_evidence.json`` and writes ``fitted/``), so a
 curve is tested against exactly the records it was fitted to (``tests/test_kernel_curves.py``).
 
 Dense GEMM ``C[M,N] = A[M,K] B[K,N]`` (``batch`` independent problems, e.g. a grouped GEMM), on a GPU

@@ -122,7 +122,7 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    (1.053 / 1.030 with item 4 and the refit: the chunk sort is part of what the DeepEP step removes;
    ``scripts/validation/README.md``, Known gaps, AMD multi-node).
 
-3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
+3. Where the host is on the critical path (``host_sync.launch_bound_seconds``): Megatron's token dispatchers
    wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
    DeepEP's received-token counter; HybridEP's ``torch.cuda.current_stream().synchronize()`` in
    ``hybrid_ep_buffer.py`` dispatch without ``num_dispatched_tokens``).  From that sync to the next, the host

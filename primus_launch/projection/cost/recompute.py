@@ -45,7 +45,7 @@ def recomputed_layers(plan: Plan, kinds: Sequence[K], chunk: Chunk, mtp_ids: Seq
 
 
 #: a hybrid stack's layer symbol -> the roofline's layer kind whose per-module shares it has
-#: (cost/roofline.py ``_hybrid_layers``); a Mamba layer has no recompute module (megatron-core 0.16.1
+#: (cost/hybrid_layers.py ``hybrid_layers``); a Mamba layer has no recompute module (megatron-core 0.16.1
 #: ``ssm/mamba_layer.py``: no checkpointed sub-module; only full recompute reaches it)
 HYBRID_KIND = {"*": "hybrid_attn", "-": "hybrid_mlp", "E": "hybrid_moe"}
 

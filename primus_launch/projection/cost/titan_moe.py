@@ -52,7 +52,7 @@ table):
   block (torchtitan 0.3) fuses the casts and the score multiply into the gathers: the generic
   ``cost/roofline.py`` permute / unpermute rows price it (``perm_x`` index kernels).
 - The all-to-alls and the host-device sync of ``_token_dispatch`` (``.to("cpu", non_blocking=False)`` of the
-  split sizes) are priced elsewhere (``cost/moe_dispatch.py``, ``roofline.launch_bound_seconds``).
+  split sizes) are priced elsewhere (``cost/moe_dispatch.py``, ``host_sync.launch_bound_seconds``).
 
 Byte counts are the operands' sizes of each ATen kernel (read every input once, write every output once), as
 the rest of the roofline counts element-wise kernels; index kernels move their rows at streaming speed.

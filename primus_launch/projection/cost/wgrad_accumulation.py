@@ -23,7 +23,7 @@ gradient in the parameter's dtype, and the backward hook moves it into ``main_gr
 
 :func:`bytes_per_weight_element` is that traffic per weight element, ``A`` = 4 for fp32 parameters else 2,
 ``G`` = the gradient buffer's element (4 with ``grad_reduce_in_fp32``, else 2); the roofline
-(``cost/roofline.py`` ``_Acc.gemm``) prices it per weight GEMM of every micro-batch as a bandwidth-bound kernel
+(``cost/layer_ops.py`` ``LayerOps.gemm``) prices it per weight GEMM of every micro-batch as a bandwidth-bound kernel
 (``cost/compute.py`` ``elementwise_time``, the elementwise HBM efficiency of the rest of the model) in the
 weight-gradient pass, one kernel per weight (per local expert of a grouped GEMM: one parameter each).
 The MoE router's gate (``moe/moe_utils.py`` ``router_gating_linear``, a plain autograd function) and the
