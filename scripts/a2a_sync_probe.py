@@ -23,7 +23,7 @@ megatron-core 0.16.0rc0, TransformerEngine ``release_v2.9``; Bridge v0.1.0rc4 fo
   graphs) capture the whole layer: that run is the GPU-bound reference, with no host time in its layers.
 
 On a host-bound step a host wait costs little by itself: the host blocks only while the GPU still has work queued,
-and afterwards the GPU follows the host launch by launch -- what ``roofline.launch_bound_seconds`` walks.  So the
+and afterwards the GPU follows the host launch by launch -- what ``host_sync.launch_bound_seconds`` walks.  So the
 bound on what any sync placement can do is full serialisation, host + GPU + dispatcher per layer and micro-batch.
 This probe prints, per NVIDIA Megatron MoE row on x86 Blackwell / Hopper, seconds per (layer x micro-batch) measured
 and projected, the model's MoE-layer host / GPU / dispatcher seconds and their serialised sum, and the host price

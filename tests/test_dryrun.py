@@ -297,7 +297,7 @@ def test_small_moe_is_host_bound_and_cuda_graphs_remove_it():
     from primus_launch.projection.cost import moe_host
     host_f = ops["_host"]["moe"][0]
     assert host_f == pytest.approx(kf * t_launch + moe_host.grouped_linear_host(128 // 8, None)[0], rel=1e-12)
-    # + the token dispatcher's host-device sync (roofline.launch_bound_seconds): the host wakes (one launch) and
+    # + the token dispatcher's host-device sync (host_sync.launch_bound_seconds): the host wakes (one launch) and
     # walks the period launch by launch; host-bound throughout, the GPU ends one small kernel after the last launch
     from primus_launch.projection.cost.compute import KERNEL_MIN_S
     assert host_f + t_launch <= lt.moe_layer.fwd_s <= host_f + t_launch + 2 * KERNEL_MIN_S

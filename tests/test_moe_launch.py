@@ -1,5 +1,5 @@
 """The MoE layer's host path: the forward walked launch by launch from the dispatcher's host sync
-(``cost/roofline.py`` ``launch_bound_seconds``), the grouped experts' GEMM backends (``training.moe_expert_gemm``:
+(``cost/host_sync.py`` ``launch_bound_seconds``), the grouped experts' GEMM backends (``training.moe_expert_gemm``:
 TE / TE-ROCm GroupedLinear, the legacy grouped_gemm library, Primus-Turbo's grouped GEMM) and Primus-Turbo's
 sync-free MoE (``training.moe_sync_free``).
 

@@ -376,7 +376,7 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
         sync = "no host sync (the MoE layer is inside a CUDA graph: static shapes)"
     elif prof.name == "megatron-te" or plan.parallel.ep > 1:
         sync = ("one host sync per MoE forward: the ops after it and the next layer's up to it launch into an idle "
-                "GPU, walked kernel by kernel (roofline.launch_bound_seconds)")
+                "GPU, walked kernel by kernel (host_sync.launch_bound_seconds)")
     else:
         sync = "none"
     return f"{gem}; {sync}"

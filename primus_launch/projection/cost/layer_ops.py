@@ -312,7 +312,7 @@ class LayerOps:
                     max(0.0, ef), max(0.0, eb), 0.0,
                     ("host", "cost/framework.py host launch per kernel x the kernels outside CUDA graphs + "
                            "cost/moe_host.py" + ("; forward walked launch by launch from the dispatcher's sync "
-                                                 "(roofline.launch_bound_seconds)" if self.sync else "")
+                                                 "(host_sync.launch_bound_seconds)" if self.sync else "")
                            + "; on the critical path", 0.0, 0.0))
 
     def kernels(self) -> int:

@@ -172,7 +172,7 @@ def _dispatcher_sync(ctx: LayerContext, acc: LayerOps) -> None:
                 and not ctx.sync_free and not padded)
     if acc.sync:
         acc.record("token dispatcher host-device sync (host wakes after the D2H wait)", host, 0.0,
-                   0.0, ("host", f"roofline.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
+                   0.0, ("host", f"host_sync.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
                                  "after the sync and the next layer's up to it launched into an idle GPU", 0.0, 0.0))
 
 
