@@ -31,7 +31,7 @@ are.  Flags of the Megatron-Bridge cases are derived from the matching row of ``
 (read from Bridge's perf configs at v0.4.2 by ``build_current_runs.py``) with the edits each case lists,
 so the data says what differs from a configuration that ran.
 
-    python scripts/validation/build_memory_cases.py [--mlm GITDIR]
+    python scripts/validation/build_memory_cases.py [--mlm GITDIR] [--primus GITDIR]
 """
 
 from __future__ import annotations
@@ -1614,6 +1614,79 @@ CASES += [
     _perfdoc_l3("70b", "full", "'| 70B | 1 | full | 331 | 51.7% |'"),
 ]
 
+# ---------------------------------------------------------------- round 30 (branch oom15): held-out torchao reports
+# pytorch/ao torchao/float8/README.md as changed by 853f87d1b (#2736, 2025-08-11, 'torchao.float8: update with AMD MI300X
+# benchmark results'), section 'AMD MI300x': 8 x MI300X, batch size 1, sequence length 8192, steps 100, torch.compile,
+# FSDP2, per-op SAC; torch 2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479.  Run by
+# benchmarks/float8/training/llama3.sh of that commit: CONFIG_FILE llama3_8b.toml --training.steps=100
+# --training.local-batch-size=1 --training.compile and the recipe's flags (tensorwise: --model.converters=float8
+# --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp; otherwise
+# --float8.recipe_name=R); 'Peak Memory (GB)' = parse_torchtitan_logs.py's max of the logged 'memory: X GiB'.
+_AO_MI300X_SRC = dict(ref="pytorch/ao torchao/float8/README.md at 853f87d1b (#2736) 'AMD MI300x' table (torch "
+                          "2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479), reproduced by "
+                          "benchmarks/float8/training/llama3.sh",
+                      url="https://github.com/pytorch/ao/blob/853f87d1b/torchao/float8/README.md", date="2025-08-11")
+_AO_MI300X_READ = ("Job table = torchtitan 2c8b59479 torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
+                   "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW, float8 filter_fqns ['output']) with "
+                   "llama3.sh's --training.steps=100 --training.local-batch-size=1 --training.compile (2c8b59479 compiles "
+                   "the model and, components/loss.py:27-29, the loss) and the row's converter flags.  Device: 8 x MI300X "
+                   "(192 GiB).  'Peak Memory (GB)' is parse_torchtitan_logs.py's max of torchtitan's 'memory: X GiB' "
+                   "(reserved, rank 0): GiB.")
+_AO_MI300X_HW = dict(gpu="MI300X (8x, 192 GiB)", plan_gpu="mi300x", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_mi300x(tag: str, gib: float, row: str, **sections: dict) -> dict:
+    return dict(id=f"ao_mi300x_llama3_8b_8gpu_compile_{tag}", outcome="ran", framework="torchtitan",
+                hardware=_AO_MI300X_HW, torchtitan_config=_titan(_AO_B200_JOB, **sections), source=_AO_MI300X_SRC,
+                quote=f"'| Llama3-8b     |  {row} | {gib} | ...'", read=_AO_MI300X_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="max over steps of torchtitan's 'memory: X GiB' (rank 0 reserved)"),
+                pair=None)
+
+
+# pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs dated 2025-06-04; the
+# tutorial links llama3_8b.toml at torchtitan 775a486ed, 2025-06-03): 'NGPU=8 CONFIG_FILE=.../llama3_8b.toml
+# ./run_train.sh --training.compile [--model.converters="float8" [--float8.recipe_name="rowwise"]]' on 8 H100s; every
+# log line's 'X GiB(Y%)' gives X / Y = 95.0 GiB (the 96 GB H100).
+_AO_TUT_SRC = dict(ref="pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs of "
+                       "2025-06-04; llama3_8b.toml linked at torchtitan 775a486ed)",
+                   url="https://github.com/pytorch/ao/blob/main/docs/source/eager_tutorials/pretraining.rst",
+                   date="2025-06-04")
+_AO_TUT_READ = ("Job table = torchtitan 775a486ed torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
+                "batch_size 1, seq_len 8192, FSDP over the 8 GPUs (NGPU=8), selective per-op AC, AdamW, float8 filter_fqns "
+                "['output']) with the command's --training.compile (775a486ed compiles the model and, "
+                "components/loss.py:26-28, the loss) and converter flags (float8 without a recipe name = tensorwise, "
+                "no float8 all-gather).  Device: H100 whose logged share gives 95.0 GiB (the 96 GB H100).  The peak is the "
+                "steady 'memory: X GiB' of steps 10-40 (torchtitan's max reserved, rank 0).")
+_AO_TUT_HW = dict(gpu="H100 96GB (logged total 95.0 GiB)", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_tut(tag: str, gib: float, pct: str, cmd: str, **sections: dict) -> dict:
+    return dict(id=f"ao_tutorial_llama3_8b_h100_8gpu_compile_{tag}", outcome="ran", framework="torchtitan",
+                hardware=_AO_TUT_HW, torchtitan_config=_titan(_AO_B200_JOB, training={"steps": 1000}, **sections),
+                source=_AO_TUT_SRC, quote=f"'{cmd}' ... 'step: 20 ... memory: {gib}GiB({pct})'", read=_AO_TUT_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="'memory: X GiB' of steps 10-40 (rank 0 max reserved)"),
+                pair=None)
+
+
+CASES += [
+    _ao_mi300x("bf16", 39.09, "none (bfloat16)                  "),
+    _ao_mi300x("float8_tensorwise_fsdp_fp8_ag", 39.07, "tensorwise with float8 all-gather",
+               model={"converters": ["float8"]},
+               float8={"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}),
+    _ao_mi300x("float8_rowwise_with_gw_hp", 39.32, "rowwise_with_gw_hp with bfloat16 all-gather ",
+               model={"converters": ["float8"]}, float8={"recipe_name": "rowwise_with_gw_hp"}),
+    _ao_mi300x("float8_rowwise", 39.32, "rowwise with bfloat16 all-gather ", model={"converters": ["float8"]},
+               float8={"recipe_name": "rowwise"}),
+    _ao_tut("bf16", 30.89, "32.51%", "./run_train.sh --training.compile"),
+    _ao_tut("float8_rowwise", 30.99, "32.62%",
+            "./run_train.sh --training.compile --model.converters=\"float8\" --float8.recipe_name=\"rowwise\"",
+            model={"converters": ["float8"]}, float8={"recipe_name": "rowwise"}),
+    _ao_tut("float8_tensorwise", 30.91, "32.53%", "./run_train.sh --training.compile --model.converters=\"float8\"",
+            model={"converters": ["float8"]}),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
@@ -1879,6 +1952,76 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------- round 30 (branch oom15): Primus Mamba / hybrid sweeps
+# AMD-AGI/Primus experiment files annotated with the largest batch of an on-node OOM sweep ('MI300X max batch (8 GPUs):
+# GBS=..., ... TFLOP/s, X% mem (BS=... OOM)'): each the experiment at that commit, read through the Primus reader
+# (build_current_runs.primus_flatten: the flattened module, checked to give the resolved plan) with the micro batch of
+# the row (global batch = micro x 8: DP 8, no accumulation, as the comments' GBS).  The 'X% mem' basis is not stated
+# (and the same Zebra-Llama 1B at MBS 12 reads 88.7 % of 192 GiB on MI300X and 97.2 % of 288 GiB on MI355X): peaks
+# are kept rough (approx), the outcome is what is judged.  (commit, experiment, micro batch, outcome, rough %, quote)
+PRIMUS_MIRROR = Path("/work/.mirror/AMD-AGI+Primus/repo")
+_PRIMUS_SWEEP_MAIN = "fd1eeabbad15135e3702094087e96142b4b4eacb"  # main 2026-08-22: #1005 (be3dfcde) + 554f61f7
+_PRIMUS_SWEEP_PR1007 = "84035edc24d72e7f7238e6bad48fb1ae900bc326"  # PR #1007 head (refactor/rename-gdn-kda-model-configs)
+PRIMUS_SWEEPS = (
+    (_PRIMUS_SWEEP_MAIN, "MI300X/mamba_370M-pretrain.yaml", 52, "ran", 98.5,
+     "# MI300X max batch (8 GPUs): GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)"),
+    (_PRIMUS_SWEEP_MAIN, "MI300X/mamba_370M-pretrain.yaml", 56, "oom", None,
+     "# MI300X max batch (8 GPUs): GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_1B-pretrain.yaml", 12, "ran", 97.2,
+     "# MI355X max batch (8 GPUs): MBS=12, GBS=96, 97.2% mem (↑ from MBS=8)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_3B-pretrain.yaml", 7, "ran", 96.3,
+     "# MI355X max batch (8 GPUs): MBS=7, GBS=56, 96.3% mem (↑ from MBS=4)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_8B-pretrain.yaml", 4, "ran", 98.3,
+     "# MI355X max batch (8 GPUs): MBS=4, GBS=32, 98.3% mem (↑ from MBS=2)"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_1B_BF16-pretrain.yaml", 12, "ran", 88.7,
+     "# MI300X max batch (8 GPUs): GBS=96, 227.6 TFLOP/s, 88.7% mem"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_3B_BF16-pretrain.yaml", 5, "ran", 86.5,
+     "# MI300X max batch (8 GPUs): GBS=40, 321.2 TFLOP/s, 86.5% mem"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_8B_BF16-pretrain.yaml", 2, "ran", 82.4,
+     "# MI300X max batch (8 GPUs): GBS=16, 299.6 TFLOP/s, 82.4% mem (BS=24 OOM)"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_8B_BF16-pretrain.yaml", 3, "oom", None,
+     "# MI300X max batch (8 GPUs): GBS=16, 299.6 TFLOP/s, 82.4% mem (BS=24 OOM)"),
+)
+_PRIMUS_GPU = {"MI300X": ("MI300X (8x, 192 GiB)", "mi300x", 192.0), "MI355X": ("MI355X (8x, 288 GiB)", "mi355x", 288.0)}
+
+
+def primus_sweep_cases(repo: Path) -> list[dict]:
+    """The Primus sweep rows (``PRIMUS_SWEEPS``), each experiment flattened from the mirror's commit."""
+    sys.path.insert(0, str(HERE))
+    from build_current_runs import primus_flatten
+    from build_runs import _cluster_for
+
+    out = []
+    for commit, exp, mbs, outcome, pct, quote in PRIMUS_SWEEPS:
+        arch = exp.split("/")[0]
+        gpu, plan_gpu, cap = _PRIMUS_GPU[arch]
+        with tempfile.TemporaryDirectory() as tmp:
+            arc = subprocess.run(["git", "-C", str(repo), "archive", commit, "examples/megatron/configs", "primus/configs"],
+                                 check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=arc, check=True)
+            flat, _ = primus_flatten(tmp, f"examples/megatron/configs/{exp}",
+                                     {"micro_batch_size": mbs, "global_batch_size": 8 * mbs},
+                                     _cluster_for(plan_gpu, 8, 8))
+        name = exp.split("/")[1].removesuffix("-pretrain.yaml").removesuffix("_BF16").lower().replace(".", "")
+        ref = "main" if commit == _PRIMUS_SWEEP_MAIN else "PR #1007 head"
+        out.append(dict(
+            id=f"primus_sweep_{arch.lower()}_{name}_mbs{mbs}", outcome=outcome, framework="megatron",
+            hardware=dict(gpu=gpu, plan_gpu=plan_gpu, num_gpus=8, gpus_per_node=8),
+            primus_config=flat, primus_model_preset=Path(str(flat.get("overrides", {}).get("model", exp))).stem,
+            source=dict(ref=f"AMD-AGI/Primus @{commit[:8]} ({ref}) examples/megatron/configs/{exp}",
+                        url=f"https://github.com/AMD-AGI/Primus/blob/{commit[:8]}/examples/megatron/configs/{exp}",
+                        date="2026-08-22" if commit == _PRIMUS_SWEEP_PR1007 else "2026-08-20"),
+            quote=f"'{quote}'",
+            read=(f"The experiment at {commit[:8]} through the Primus reader (its model preset, pre_trainer.yaml, the "
+                  f"Primus spec named in 'spec'), micro batch {mbs}, global batch {8 * mbs} on one node of 8 {arch}: "
+                  + ("the sweep's largest batch, which ran" if outcome == "ran" else
+                     f"the next batch of the sweep ('BS={8 * mbs} OOM')") + "."),
+            measured_peak=(dict(gib=round(pct / 100 * cap, 1), basis="reserved", rank="first", approx=True,
+                                how=f"'{pct}% mem' of {cap:.0f} GiB (basis not stated)") if pct else None),
+            family="published_peak" if pct else "report", pair=None))
+    return out
+
+
 # ----------------------------------------------------------------------------- assembly
 def resolve(case: dict) -> dict:
     """The case as stored: ``base`` + ``edits`` turned into ``megatron_flags`` (the base is named in ``derived_from``)."""
@@ -1902,6 +2045,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mlm", type=Path, default=MLM_MIRROR, help="Megatron-LM git directory (functional tests)")
+    ap.add_argument("--primus", type=Path, default=PRIMUS_MIRROR, help="Primus git directory (the sweep rows)")
     args = ap.parse_args(argv)
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     cases = [resolve(c) for c in CASES]
@@ -1909,7 +2053,9 @@ def main(argv: list[str] | None = None) -> int:
     titan = (titan_peak_cases(src) if src is not None and src.is_file()
              else [c for c in old if c["id"].startswith("torchtitan_")])
     mlm = mlm_peak_cases(args.mlm) if args.mlm.exists() else [c for c in old if c["id"].startswith("mlm_functional_")]
-    cases += titan + mlm
+    sweeps = (primus_sweep_cases(args.primus) if args.primus.exists()
+              else [c for c in old if c["id"].startswith("primus_sweep_")])
+    cases += titan + mlm + sweeps
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -1925,7 +2071,8 @@ def main(argv: list[str] | None = None) -> int:
         f.write("\n")
     os.replace(tmp, OUT)
     n = {k: sum(c["outcome"] == k for c in cases) for k in ("oom", "oom_borderline", "ran")}
-    print(f"{len(cases)} cases ({n}) -> {OUT}; torchtitan peaks {len(titan)}, Megatron-LM functional tests {len(mlm)}")
+    print(f"{len(cases)} cases ({n}) -> {OUT}; torchtitan peaks {len(titan)}, Megatron-LM functional tests {len(mlm)}, "
+          f"Primus sweeps {len(sweeps)}")
     return 0
 
 
