@@ -1687,6 +1687,61 @@ CASES += [
             model={"converters": ["float8"]}),
 ]
 
+# pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (added by 2887250bb, #1299, 2025-06-16):
+# Grand Teton, 8 H100 96GB per host (500 W), torch 38410cf9 (2025-06-14), torchtitan 820504e20: 'Llama3 70b on 256
+# H100s with FSDP=32, TP=8, torch.compile, full AC, local batch size 16' and 'Llama3 8b on 64 H100s with FSDP=8, TP=8,
+# torch.compile, per op SAC, local batch size 12', each with vanilla and async TP, bf16 / float8 tensorwise / float8
+# rowwise: ran (tokens/s published, no memory).  Verdicts only.  The float8 tensorwise rows leave out whether FSDP's
+# float8 all-gather was on: left out; bf16 and rowwise (no float8 all-gather) kept, but for the 70B bf16 rows: the
+# configuration of the Dec-2024 benchmark's 70B TP / async-TP rows (torchtitan_h100_70b_256gpu_*, measured peaks).
+_ATP_SRC = dict(ref="pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (2887250bb, #1299; "
+                    "torchtitan 820504e20, torch 38410cf9)",
+                url="https://github.com/pytorch/torchtitan/blob/2887250bb/benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md",
+                date="2025-06-16")
+_ATP_READ = ("Job table = torchtitan 820504e20 torchtitan/models/llama3/train_configs/llama3_{size}.toml (seq_len 8192, "
+             "AdamW, FSDP over data_parallel_shard_degree -1) with the table's layout: {layout}; --training.compile "
+             "(820504e20 compiles the model and, components/loss.py:27-29, the loss), async TP = "
+             "parallelism.enable_async_tensor_parallel; rowwise = --model.converters float8 --float8.recipe_name rowwise "
+             "(filter_fqns ['output']).  Device: 'Each H100 GPU is equipped with 96GB HBM2e', 'the default 500W power "
+             "limit'.")
+_ATP = {"70b": dict(gpus=256, job={"model": {"name": "llama3", "flavor": "70B"},
+                                   "training": {"local_batch_size": 16, "seq_len": 8192, "compile": True},
+                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                                   "tensor_parallel_degree": 8},
+                                   "activation_checkpoint": {"mode": "full"}, "optimizer": {"name": "AdamW"}},
+                    layout="FSDP 32 x TP 8 on 256 GPUs, full AC, local batch 16", title="Llama3 70b on 256 H100s"),
+        "8b": dict(gpus=64, job={"model": {"name": "llama3", "flavor": "8B"},
+                                 "training": {"local_batch_size": 12, "seq_len": 8192, "compile": True},
+                                 "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                                 "tensor_parallel_degree": 8},
+                                 "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+                                 "optimizer": {"name": "AdamW"}},
+                   layout="FSDP 8 x TP 8 on 64 GPUs, per-op SAC, local batch 12", title="Llama3 8b on 64 H100s")}
+
+
+def _atp(size: str, fmt: str, async_tp: bool, quote: str) -> dict:
+    a = _ATP[size]
+    sections: dict = {"parallelism": {**a["job"]["parallelism"], "enable_async_tensor_parallel": async_tp}}
+    if fmt == "rowwise":
+        sections.update(model={**a["job"]["model"], "converters": ["float8"]}, float8={"recipe_name": "rowwise"})
+    return dict(id=f"titan_asynctp_llama3_{size}_h100_{a['gpus']}gpu_{fmt}_{'async' if async_tp else 'vanilla'}_tp",
+                outcome="ran", framework="torchtitan",
+                hardware=dict(gpu="H100 96GB HBM2e (Grand Teton, 500 W)", plan_gpu="h100-sxm-96gb-500w",
+                              num_gpus=a["gpus"], gpus_per_node=8),
+                torchtitan_config=_titan(a["job"], **sections), source=_ATP_SRC,
+                quote=f"'#### {a['title']} ...' '{quote}'", read=_ATP_READ.format(size=size, layout=a["layout"]),
+                pair=None)
+
+
+CASES += [
+    _atp("70b", "rowwise", False, "| float8 rowwise    | 599.6 | 624.8 | 1.04 |"),
+    _atp("70b", "rowwise", True, "| float8 rowwise    | 599.6 | 624.8 | 1.04 |"),
+    _atp("8b", "bf16", False, "| None (bfloat16)   | 4378   | 4809.4 | 1.10 |"),
+    _atp("8b", "bf16", True, "| None (bfloat16)   | 4378   | 4809.4 | 1.10 |"),
+    _atp("8b", "rowwise", False, "| float8 rowwise    | 3708.5 | 3914.9 | 1.06 |"),
+    _atp("8b", "rowwise", True, "| float8 rowwise    | 3708.5 | 3914.9 | 1.06 |"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
