@@ -280,12 +280,15 @@ def test_primus_hybrid_stack_spec_reads_primus_allocation(tmp_path):
     text = exp.read_text()
     mod = "primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs"
 
-    def plan(stack: str):
-        exp.write_text(text.replace("    overrides:\n", f"    overrides:\n      spec: ['{mod}', '{stack}']\n"))
+    def plan(stack: str, module: str = mod):
+        exp.write_text(text.replace("    overrides:\n", f"    overrides:\n      spec: ['{module}', '{stack}']\n"))
         return load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
                                 env={"PRIMUS_MODEL": "hylo_1B", "PRIMUS_TP": "1"})
 
     assert plan("hybrid_stack_spec").model.hybrid_pattern == "*-M-M-M-" * 4
+    # Primus's pure-Mamba stack (mamba_block.py MambaStack: no list -> [MAMBA] * num_layers) ignores the ratio
+    pure = "primus.backends.megatron.core.models.mamba.mamba_layer_specs"
+    assert plan("mamba_stack_spec", pure).model.hybrid_pattern == "M" * 32
     for stack in ("gdn_hybrid_stack_spec", "kda_hybrid_stack_spec"):
         with pytest.raises(PlanError) as e:
             plan(stack)

@@ -715,14 +715,31 @@ def primus_hybrid_stack_pattern(num_layers: int, attention_ratio: float) -> str:
     return "*-" * (n_attn - n_mamba) + "*-M-" * n_mamba
 
 
+#: Primus's pure-Mamba spec (``primus/backends/megatron/core/models/mamba/mamba_layer_specs.py`` ``mamba_stack_spec``):
+#: its ``MambaStack`` (``mamba_block.py``, fd1eeabb) takes a layer list megatron-core hands it, else
+#: ``[LayerSymbols.MAMBA] * config.num_layers`` -- every layer Mamba, whatever ratio the YAML carries
+PRIMUS_MAMBA_SPEC = ("primus.backends.megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")
+
+
 def _primus_hybrid_stack(cfg: dict, args: dict[str, Any]) -> None:
-    """A ``model_type: mamba`` experiment whose ``spec`` is a stack of Primus's hybrid spec module: Mamba-2 stacks
-    without a layer pattern get :func:`primus_hybrid_stack_pattern` as ``hybrid_override_pattern`` (what the stack
-    builds); the Gated DeltaNet / KDA stacks are refused (their mixers sit in the Mamba slots and are not Mamba-2)."""
+    """A ``model_type: mamba`` experiment whose ``spec`` is one of Primus's stacks and that gives no layer pattern
+    (megatron-core then hands the stack an empty list, :func:`primus_hybrid_stack_pattern`): the stack's own
+    allocation as ``hybrid_override_pattern`` -- Primus's ``mamba_stack_spec`` every layer Mamba
+    (:data:`PRIMUS_MAMBA_SPEC`), the Mamba-2 stacks of its hybrid spec module mixer / MLP pairs; the Gated DeltaNet /
+    KDA stacks of that module are refused (their mixers sit in the Mamba slots and are not Mamba-2)."""
     sn = _spec_name(cfg.get("spec"))
-    if sn is None or sn[0] != PRIMUS_HYBRID_SPEC_MODULE:
+    if sn is None or sn[0] not in (PRIMUS_HYBRID_SPEC_MODULE, PRIMUS_MAMBA_SPEC[0]):
         return
     name = sn[1]
+    if sn == PRIMUS_MAMBA_SPEC:
+        if not any(args.get(k) not in (None, "", "None") for k in ("hybrid_override_pattern", "hybrid_layer_pattern")) \
+                and isinstance(args.get("num_layers"), int) and args["num_layers"] > 0:
+            args["hybrid_override_pattern"] = "M" * args["num_layers"]
+            args.pop("hybrid_attention_ratio", None)
+            args.pop("hybrid_mlp_ratio", None)
+        return
+    if sn[0] != PRIMUS_HYBRID_SPEC_MODULE:
+        return
     for key, what in PRIMUS_OTHER_HYBRID_STACKS.items():
         if name.startswith(key):
             raise PlanError("spec", f"{sn[0]}.{name}", f"a {what} hybrid: not modelled (its linear-attention mixers "
