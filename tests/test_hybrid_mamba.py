@@ -243,8 +243,9 @@ def test_te_scoped_graphs_of_a_hybrid_stack_follow_layer_is_graphable():
 
 
 @pytest.mark.parametrize("layers, ratio, pattern", [
-    (24, 0.25, "*-M-M-M-" * 3),   # Primus zebra_llama_300M_gdn_hybrid.yaml: "allocate_layers(num_layers=24, 0.25): blocks
-                                  # [ATTN, MAMBA, MAMBA, MAMBA] x 3", each followed by its MLP
+    # Primus zebra_llama_300M_gdn_hybrid.yaml: "allocate_layers(num_layers=24, 0.25): blocks [ATTN, MAMBA, MAMBA,
+    # MAMBA] x 3", each followed by its MLP
+    (24, 0.25, "*-M-M-M-" * 3),
     (32, 0.25, "*-M-M-M-" * 4),   # hylo_mamba_1B_hybrid.yaml (Llama 3.2 1B: 16 blocks + 16 MLPs)
     (20, 0.25, "*-M-M-M-M-" * 2),  # A = int(10 x 0.25) = 2, M = 8: 4 Mamba per block, none left over
     (16, 0.75, "*-" * 4 + "*-M-" * 2),  # above 0.5: A = 6, M = 2
@@ -260,10 +261,12 @@ def test_primus_hybrid_stack_allocation(layers, ratio, pattern):
 def test_primus_hybrid_stack_spec_reads_primus_allocation(tmp_path):
     """AMD-AGI/Primus ``examples/megatron/configs/MI300X/hylo_llama_mamba_1B_BF16-pretrain.yaml`` (84035edc): model
     ``hylo_mamba_1B_hybrid.yaml`` (32 layers, hidden 2048, FFN 8192, ``hybrid_attention_ratio: 0.25``, no pattern) and
-    ``spec: [primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs, hybrid_stack_spec]``.  Megatron-LM
-    d3528a2's ``mamba_builders.py`` hands MambaModel only ``hybrid_layer_pattern`` (None), so Primus's HybridStack
-    allocates from the ratio itself: 4 attention + 12 Mamba mixers, each followed by an MLP -- not megatron-core's
-    8 attention + 24 Mamba layers.  The Gated DeltaNet / KDA stacks of the same module are refused in one line."""
+    ``spec: [primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs, hybrid_stack_spec]``.
+    Megatron-LM d3528a2's ``mamba_builders.py`` hands MambaModel only ``hybrid_layer_pattern`` (None), so Primus's
+    HybridStack allocates from the ratio itself: 4 attention + 12 Mamba mixers, each followed by an MLP -- not
+    megatron-core's 8 attention + 24 Mamba layers.  The Gated DeltaNet / KDA stacks of the same module are refused
+    in one line.
+    """
     sys.path.insert(0, str(Path(__file__).parent))
     from test_adapter_primus import _meg, _tree
 

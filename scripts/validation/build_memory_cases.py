@@ -1557,7 +1557,8 @@ def _perfdoc_a100(model: str, size: str, lbs: int, seq: int, ac: str, outcome: s
                 hardware=dict(_A100_64),
                 torchtitan_config={"model": mod,
                                    "training": {"local_batch_size": lbs, "seq_len": seq},
-                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                   "parallelism": {"data_parallel_replicate_degree": 1,
+                                                   "data_parallel_shard_degree": -1,
                                                    "tensor_parallel_degree": 1},
                                    "activation_checkpoint": acd, "compile": {"enable": False},
                                    "optimizer": {"name": "AdamW"}},
@@ -1615,7 +1616,8 @@ CASES += [
 ]
 
 # ---------------------------------------------------------------- round 30 (branch oom15): held-out torchao reports
-# pytorch/ao torchao/float8/README.md as changed by 853f87d1b (#2736, 2025-08-11, 'torchao.float8: update with AMD MI300X
+# pytorch/ao torchao/float8/README.md as changed by 853f87d1b (#2736, 2025-08-11, 'torchao.float8:
+# update with AMD MI300X
 # benchmark results'), section 'AMD MI300x': 8 x MI300X, batch size 1, sequence length 8192, steps 100, torch.compile,
 # FSDP2, per-op SAC; torch 2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479.  Run by
 # benchmarks/float8/training/llama3.sh of that commit: CONFIG_FILE llama3_8b.toml --training.steps=100
@@ -1623,13 +1625,19 @@ CASES += [
 # --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp; otherwise
 # --float8.recipe_name=R); 'Peak Memory (GB)' = parse_torchtitan_logs.py's max of the logged 'memory: X GiB'.
 _AO_MI300X_SRC = dict(ref="pytorch/ao torchao/float8/README.md at 853f87d1b (#2736) 'AMD MI300x' table (torch "
-                          "2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479), reproduced by "
+                          "2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479), "
+                          "reproduced by "
+                          ""
                           "benchmarks/float8/training/llama3.sh",
                       url="https://github.com/pytorch/ao/blob/853f87d1b/torchao/float8/README.md", date="2025-08-11")
-_AO_MI300X_READ = ("Job table = torchtitan 2c8b59479 torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
-                   "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW, float8 filter_fqns ['output']) with "
-                   "llama3.sh's --training.steps=100 --training.local-batch-size=1 --training.compile (2c8b59479 compiles "
-                   "the model and, components/loss.py:27-29, the loss) and the row's converter flags.  Device: 8 x MI300X "
+_AO_MI300X_READ = ("Job table = torchtitan 2c8b59479 torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama "
+                   "3 8B, "
+                   "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW, float8 filter_fqns ['output']) "
+                   "with "
+                   "llama3.sh's --training.steps=100 --training.local-batch-size=1 --training.compile (2c8b59479 "
+                   "compiles "
+                   "the model and, components/loss.py:27-29, the loss) and the row's converter flags.  Device: 8 x "
+                   "MI300X "
                    "(192 GiB).  'Peak Memory (GB)' is parse_torchtitan_logs.py's max of torchtitan's 'memory: X GiB' "
                    "(reserved, rank 0): GiB.")
 _AO_MI300X_HW = dict(gpu="MI300X (8x, 192 GiB)", plan_gpu="mi300x", num_gpus=8, gpus_per_node=8)
@@ -1648,15 +1656,18 @@ def _ao_mi300x(tag: str, gib: float, row: str, **sections: dict) -> dict:
 # tutorial links llama3_8b.toml at torchtitan 775a486ed, 2025-06-03): 'NGPU=8 CONFIG_FILE=.../llama3_8b.toml
 # ./run_train.sh --training.compile [--model.converters="float8" [--float8.recipe_name="rowwise"]]' on 8 H100s; every
 # log line's 'X GiB(Y%)' gives X / Y = 95.0 GiB (the 96 GB H100).
-_AO_TUT_SRC = dict(ref="pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs of "
+_AO_TUT_SRC = dict(ref="pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs "
+                       "of "
                        "2025-06-04; llama3_8b.toml linked at torchtitan 775a486ed)",
                    url="https://github.com/pytorch/ao/blob/main/docs/source/eager_tutorials/pretraining.rst",
                    date="2025-06-04")
 _AO_TUT_READ = ("Job table = torchtitan 775a486ed torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
-                "batch_size 1, seq_len 8192, FSDP over the 8 GPUs (NGPU=8), selective per-op AC, AdamW, float8 filter_fqns "
+                "batch_size 1, seq_len 8192, FSDP over the 8 GPUs (NGPU=8), selective per-op AC, AdamW, float8 "
+                "filter_fqns "
                 "['output']) with the command's --training.compile (775a486ed compiles the model and, "
                 "components/loss.py:26-28, the loss) and converter flags (float8 without a recipe name = tensorwise, "
-                "no float8 all-gather).  Device: H100 whose logged share gives 95.0 GiB (the 96 GB H100).  The peak is the "
+                "no float8 all-gather).  Device: H100 whose logged share gives 95.0 GiB (the 96 GB H100).  The "
+                "peak is the "
                 "steady 'memory: X GiB' of steps 10-40 (torchtitan's max reserved, rank 0).")
 _AO_TUT_HW = dict(gpu="H100 96GB (logged total 95.0 GiB)", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8)
 
@@ -1696,17 +1707,21 @@ CASES += [
 # configuration of the Dec-2024 benchmark's 70B TP / async-TP rows (torchtitan_h100_70b_256gpu_*, measured peaks).
 _ATP_SRC = dict(ref="pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (2887250bb, #1299; "
                     "torchtitan 820504e20, torch 38410cf9)",
-                url="https://github.com/pytorch/torchtitan/blob/2887250bb/benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md",
+                url=("https://github.com/pytorch/torchtitan/blob/2887250bb/benchmarks/"
+                     "asyncTP_llama3_h100_2025-06_torchtitan.md"),
                 date="2025-06-16")
-_ATP_READ = ("Job table = torchtitan 820504e20 torchtitan/models/llama3/train_configs/llama3_{size}.toml (seq_len 8192, "
+_ATP_READ = ("Job table = torchtitan 820504e20 torchtitan/models/llama3/train_configs/llama3_{size}.toml "
+             "(seq_len 8192, "
              "AdamW, FSDP over data_parallel_shard_degree -1) with the table's layout: {layout}; --training.compile "
              "(820504e20 compiles the model and, components/loss.py:27-29, the loss), async TP = "
-             "parallelism.enable_async_tensor_parallel; rowwise = --model.converters float8 --float8.recipe_name rowwise "
+             "parallelism.enable_async_tensor_parallel; rowwise = --model.converters float8 "
+             "--float8.recipe_name rowwise "
              "(filter_fqns ['output']).  Device: 'Each H100 GPU is equipped with 96GB HBM2e', 'the default 500W power "
              "limit'.")
 _ATP = {"70b": dict(gpus=256, job={"model": {"name": "llama3", "flavor": "70B"},
                                    "training": {"local_batch_size": 16, "seq_len": 8192, "compile": True},
-                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                   "parallelism": {"data_parallel_replicate_degree": 1,
+                                                   "data_parallel_shard_degree": -1,
                                                    "tensor_parallel_degree": 8},
                                    "activation_checkpoint": {"mode": "full"}, "optimizer": {"name": "AdamW"}},
                     layout="FSDP 32 x TP 8 on 256 GPUs, full AC, local batch 16", title="Llama3 70b on 256 H100s"),
@@ -2016,7 +2031,8 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
 # are kept rough (approx), the outcome is what is judged.  (commit, experiment, micro batch, outcome, rough %, quote)
 PRIMUS_MIRROR = Path("/work/.mirror/AMD-AGI+Primus/repo")
 _PRIMUS_SWEEP_MAIN = "fd1eeabbad15135e3702094087e96142b4b4eacb"  # main 2026-08-22: #1005 (be3dfcde) + 554f61f7
-_PRIMUS_SWEEP_PR1007 = "84035edc24d72e7f7238e6bad48fb1ae900bc326"  # PR #1007 head (refactor/rename-gdn-kda-model-configs)
+#: PR #1007 head (branch refactor/rename-gdn-kda-model-configs)
+_PRIMUS_SWEEP_PR1007 = "84035edc24d72e7f7238e6bad48fb1ae900bc326"
 PRIMUS_SWEEPS = (
     (_PRIMUS_SWEEP_MAIN, "MI300X/mamba_370M-pretrain.yaml", 52, "ran", 98.5,
      "# MI300X max batch (8 GPUs): GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)"),
@@ -2051,8 +2067,8 @@ def primus_sweep_cases(repo: Path) -> list[dict]:
         arch = exp.split("/")[0]
         gpu, plan_gpu, cap = _PRIMUS_GPU[arch]
         with tempfile.TemporaryDirectory() as tmp:
-            arc = subprocess.run(["git", "-C", str(repo), "archive", commit, "examples/megatron/configs", "primus/configs"],
-                                 check=True, capture_output=True).stdout
+            arc = subprocess.run(["git", "-C", str(repo), "archive", commit, "examples/megatron/configs",
+                                  "primus/configs"], check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=arc, check=True)
             flat, _ = primus_flatten(tmp, f"examples/megatron/configs/{exp}",
                                      {"micro_batch_size": mbs, "global_batch_size": 8 * mbs},
