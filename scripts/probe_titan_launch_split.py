@@ -52,6 +52,15 @@ SOURCES: tuple[tuple[str, str, str, str, str], ...] = (
     ("torchtitan_h200_", "H200 Trainy 2025-06", "2.8.0a0+5228986c39 (NGC 25.05)", "not set",
      "benchmarks/llama3_8b_h200_2025-06_torchtitan.md @bcdeaa37: a bare 'torchrun --nnodes $NUM_NODES ...' "
      "with no PYTORCH_*ALLOC_CONF (the image's environment not stated); max over GPUs"),
+    ("ao_b200_", "torchao llama3.sh", "2.9.0.dev20250815+cu128", "expandable",
+     "pytorch/ao benchmarks/float8/training/llama3.sh -> torchtitan 6fc499f6f run_train.sh:19 "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; rank 0"),
+    ("ao_mi300x_", "torchao llama3.sh", "2.9.0.dev20250811+rocm6.4", "expandable",
+     "pytorch/ao benchmarks/float8/training/llama3.sh @853f87d1b -> torchtitan 2c8b59479 run_train.sh:19 "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; rank 0"),
+    ("ao_tutorial_", "torchao tutorial H100", "nightly 2025-06 (not stated)", "expandable",
+     "pytorch/ao docs eager_tutorials/pretraining.rst: 'NGPU=8 CONFIG_FILE=... ./run_train.sh --training.compile'; "
+     "torchtitan 775a486ed run_train.sh:24 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; rank 0"),
 )
 
 
@@ -149,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(sel) > 2:
             rho = rank_correlation([r["f10"] / r["M"] for r in sel], [r["R"] / r["M"] - 1 for r in sel])
             rho_d = rank_correlation([r["f10"] for r in sel], [r["M"] - r["A"] for r in sel])
-            print(f"Spearman, {label} (n={len(sel)}): rho(f10/M, R/M-1) {rho:+.2f}; rho(f10, M-A) {rho_d:+.2f}")
+            fmt = lambda x: "undefined (a constant term)" if x is None else f"{x:+.2f}"  # noqa: E731
+            print(f"Spearman, {label} (n={len(sel)}): rho(f10/M, R/M-1) {fmt(rho)}; rho(f10, M-A) {fmt(rho_d)}")
     print("\nwhere each group's launch facts are read:")
     for prefix, group, torch, alloc, where in SOURCES:
         print(f"  {prefix:18s} torch {torch}; allocator {alloc}: {where}")

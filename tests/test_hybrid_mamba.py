@@ -240,3 +240,59 @@ def test_te_scoped_graphs_of_a_hybrid_stack_follow_layer_is_graphable():
     assert hybrid_graph_bytes(("attn", "mamba"), "*", **kw) == (100.0, 80.0 + 64.0)   # + the [1, 1, 8, 8] mask
     assert hybrid_graph_bytes(("moe_router", "moe_preprocess"), "E", **kw) == (0.0, 0.0)
     assert hybrid_graph_bytes((), "-", **kw) == (100.0, 80.0)
+
+
+@pytest.mark.parametrize("layers, ratio, pattern", [
+    # Primus zebra_llama_300M_gdn_hybrid.yaml: "allocate_layers(num_layers=24, 0.25): blocks [ATTN, MAMBA, MAMBA,
+    # MAMBA] x 3", each followed by its MLP
+    (24, 0.25, "*-M-M-M-" * 3),
+    (32, 0.25, "*-M-M-M-" * 4),   # hylo_mamba_1B_hybrid.yaml (Llama 3.2 1B: 16 blocks + 16 MLPs)
+    (20, 0.25, "*-M-M-M-M-" * 2),  # A = int(10 x 0.25) = 2, M = 8: 4 Mamba per block, none left over
+    (16, 0.75, "*-" * 4 + "*-M-" * 2),  # above 0.5: A = 6, M = 2
+    (8, 0.0, "M-" * 4),
+])
+def test_primus_hybrid_stack_allocation(layers, ratio, pattern):
+    """Primus ``hybrid_block.py`` ``HybridStack.allocate_layers`` (fd1eeabb), restated: mixer / MLP pairs."""
+    from primus_launch.adapters.primus_yaml import primus_hybrid_stack_pattern
+
+    assert primus_hybrid_stack_pattern(layers, ratio) == pattern
+
+
+def test_primus_hybrid_stack_spec_reads_primus_allocation(tmp_path):
+    """AMD-AGI/Primus ``examples/megatron/configs/MI300X/hylo_llama_mamba_1B_BF16-pretrain.yaml`` (84035edc): model
+    ``hylo_mamba_1B_hybrid.yaml`` (32 layers, hidden 2048, FFN 8192, ``hybrid_attention_ratio: 0.25``, no pattern) and
+    ``spec: [primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs, hybrid_stack_spec]``.
+    Megatron-LM d3528a2's ``mamba_builders.py`` hands MambaModel only ``hybrid_layer_pattern`` (None), so Primus's
+    HybridStack allocates from the ratio itself: 4 attention + 12 Mamba mixers, each followed by an MLP -- not
+    megatron-core's 8 attention + 24 Mamba layers.  The Gated DeltaNet / KDA stacks of the same module are refused
+    in one line.
+    """
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_adapter_primus import _meg, _tree
+
+    from primus_launch.adapters.primus_yaml import load_primus_yaml
+    from primus_launch.plan import Cluster
+
+    root = _tree(tmp_path)
+    (root / "primus/configs/models/megatron/hylo_1B.yaml").write_text(
+        "extends:\n  - language_model.yaml\nmodel_type: mamba\nis_hybrid_model: true\nswiglu: true\n"
+        "position_embedding_type: none\nnum_layers: 32\nhidden_size: 2048\nffn_hidden_size: 8192\n"
+        "num_attention_heads: 32\nhybrid_attention_ratio: 0.25\nmamba_state_dim: 64\nmamba_head_dim: 64\n"
+        "mamba_num_groups: 8\nvocab_size: 128256\n")
+    exp = _meg(root)
+    text = exp.read_text()
+    mod = "primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs"
+
+    def plan(stack: str, module: str = mod):
+        exp.write_text(text.replace("    overrides:\n", f"    overrides:\n      spec: ['{module}', '{stack}']\n"))
+        return load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
+                                env={"PRIMUS_MODEL": "hylo_1B", "PRIMUS_TP": "1"})
+
+    assert plan("hybrid_stack_spec").model.hybrid_pattern == "*-M-M-M-" * 4
+    # Primus's pure-Mamba stack (mamba_block.py MambaStack: no list -> [MAMBA] * num_layers) ignores the ratio
+    pure = "primus.backends.megatron.core.models.mamba.mamba_layer_specs"
+    assert plan("mamba_stack_spec", pure).model.hybrid_pattern == "M" * 32
+    for stack in ("gdn_hybrid_stack_spec", "kda_hybrid_stack_spec"):
+        with pytest.raises(PlanError) as e:
+            plan(stack)
+        assert e.value.field == "spec" and "not modelled" in str(e.value)

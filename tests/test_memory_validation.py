@@ -95,6 +95,10 @@ def test_case_plans_read_the_cases_own_settings(items):
             ac = [t.split(":", 1)[1] for t in argv if t.startswith("activation-checkpoint:")]
             want = {"none": "none", "full": "full", "selective": "op"}[ac[0]] if ac else None  # per-op SAC
             assert want is None or p.training.recompute.granularity == want, c["id"]
+        elif c.get("primus_config", {}).get("framework") == "megatron":  # a flattened Primus Megatron module
+            ov = c["primus_config"]["overrides"]
+            assert p.training.micro_batch_size == ov["micro_batch_size"], c["id"]
+            assert p.model.seq_length == ov["seq_length"], c["id"]
         else:
             job = c.get("torchtitan_config") or c["primus_config"]["overrides"]
             par = job["parallelism"]

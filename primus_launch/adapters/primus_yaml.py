@@ -673,6 +673,93 @@ def _refuse_families(cfg: dict) -> None:
                             f"{f.note}: not modelled (primus-launch models decoder-only GPT models)")
 
 
+#: Primus's hybrid layer-spec module (``primus/backends/megatron/core/models/hybrid/hybrid_mamba_mla_layer_specs.py``,
+#: fd1eeabb / 84035edc): its stacks are Primus's ``HybridStack`` (``hybrid_block.py``); which mixer sits in the
+#: Mamba slots depends on the stack's name
+PRIMUS_HYBRID_SPEC_MODULE = "primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs"
+#: stacks of that module whose Mamba slots hold Mamba-2 mixers (``MambaLayer`` / ``Mamba2HybridLayer`` over
+#: megatron-core's ``MambaMixer``), MLA attention (``MLASelfAttention``) and ``MLPLayer`` s
+PRIMUS_MAMBA_HYBRID_STACKS = ("hybrid_stack_spec", "mamba_hybrid_stack_spec_no_te")
+#: the others: their Mamba slots are linear-attention mixers the projection does not model
+PRIMUS_OTHER_HYBRID_STACKS = {"gdn": "Gated DeltaNet (GatedDeltaNetLayer)", "kda": "Kimi Delta Attention "
+                              "(KimiDeltaAttentionLayer)"}
+
+
+def _spec_name(spec: Any) -> tuple[str, str] | None:
+    """(module, name) of a Primus ``spec`` value (``[module, name]`` or ``"module.name"``), else None."""
+    if isinstance(spec, (list, tuple)) and len(spec) == 2:
+        return str(spec[0]), str(spec[1])
+    if isinstance(spec, str) and "." in spec:
+        mod, _, name = spec.strip("[]'\" ").rpartition(".")
+        return mod, name
+    return None
+
+
+def primus_hybrid_stack_pattern(num_layers: int, attention_ratio: float) -> str:
+    """The layer symbols Primus's ``HybridStack`` builds when megatron-core hands it no layer list (Primus
+    ``primus/backends/megatron/core/models/hybrid/hybrid_block.py`` ``HybridStack.allocate_layers``, fd1eeabb): the
+    ``num_layers`` Megatron layers are mixer / MLP pairs -- ``A = int(num_layers // 2 x ratio)`` attention mixers,
+    ``M = num_layers // 2 - A`` Mamba mixers, each mixer followed by an MLP ('-'); with ratio <= 0.5 the block
+    ``*- (M-) x (M // A)`` repeated A times, then ``(M % A)`` more ``M-``; above 0.5 ``*-`` x (A - M) then
+    ``*-M-`` x M; no attention: ``M-`` x (num_layers // 2).  ``hybrid_mlp_ratio`` is ignored, as the code says.
+    Megatron-LM d3528a2 (Primus's pin) no longer has ``--hybrid-attention-ratio`` and its ``mamba_builders.py``
+    passes only ``hybrid_layer_pattern`` to ``MambaModel``: without a pattern ``select_pipeline_segment`` gives an
+    empty list and the stack falls back to this allocation (``if layer_type_list: ... else: allocate_layers``)."""
+    half = num_layers // 2
+    n_attn = int(half * attention_ratio)
+    n_mamba = half - n_attn
+    if n_attn == 0:
+        return "M-" * half
+    if attention_ratio <= 0.5:
+        return ("*-" + "M-" * (n_mamba // n_attn)) * n_attn + "M-" * (n_mamba % n_attn)
+    return "*-" * (n_attn - n_mamba) + "*-M-" * n_mamba
+
+
+#: Primus's pure-Mamba spec (``primus/backends/megatron/core/models/mamba/mamba_layer_specs.py`` ``mamba_stack_spec``):
+#: its ``MambaStack`` (``mamba_block.py``, fd1eeabb) takes a layer list megatron-core hands it, else
+#: ``[LayerSymbols.MAMBA] * config.num_layers`` -- every layer Mamba, whatever ratio the YAML carries
+PRIMUS_MAMBA_SPEC = ("primus.backends.megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec")
+
+
+def _primus_hybrid_stack(cfg: dict, args: dict[str, Any]) -> None:
+    """A ``model_type: mamba`` experiment whose ``spec`` is one of Primus's stacks and that gives no layer pattern
+    (megatron-core then hands the stack an empty list, :func:`primus_hybrid_stack_pattern`): the stack's own
+    allocation as ``hybrid_override_pattern`` -- Primus's ``mamba_stack_spec`` every layer Mamba
+    (:data:`PRIMUS_MAMBA_SPEC`), the Mamba-2 stacks of its hybrid spec module mixer / MLP pairs; the Gated DeltaNet /
+    KDA stacks of that module are refused (their mixers sit in the Mamba slots and are not Mamba-2)."""
+    sn = _spec_name(cfg.get("spec"))
+    if sn is None or sn[0] not in (PRIMUS_HYBRID_SPEC_MODULE, PRIMUS_MAMBA_SPEC[0]):
+        return
+    name = sn[1]
+    if sn == PRIMUS_MAMBA_SPEC:
+        if not any(args.get(k) not in (None, "", "None") for k in ("hybrid_override_pattern", "hybrid_layer_pattern")) \
+                and isinstance(args.get("num_layers"), int) and args["num_layers"] > 0:
+            args["hybrid_override_pattern"] = "M" * args["num_layers"]
+            args.pop("hybrid_attention_ratio", None)
+            args.pop("hybrid_mlp_ratio", None)
+        return
+    if sn[0] != PRIMUS_HYBRID_SPEC_MODULE:
+        return
+    for key, what in PRIMUS_OTHER_HYBRID_STACKS.items():
+        if name.startswith(key):
+            raise PlanError("spec", f"{sn[0]}.{name}", f"a {what} hybrid: not modelled (its linear-attention mixers "
+                            f"sit in the Mamba slots); the Mamba-2 stacks are {' / '.join(PRIMUS_MAMBA_HYBRID_STACKS)}")
+    if name not in PRIMUS_MAMBA_HYBRID_STACKS:
+        return
+    if any(args.get(k) not in (None, "", "None") for k in ("hybrid_override_pattern", "hybrid_layer_pattern")):
+        return  # megatron-core parses the pattern into the list the stack uses as it is
+    layers = args.get("num_layers")
+    if not isinstance(layers, int) or layers <= 0:
+        return
+    pattern = primus_hybrid_stack_pattern(layers, float(cfg.get("hybrid_attention_ratio") or 0.0))
+    if len(pattern) != layers:
+        raise PlanError("num_layers", layers, f"an even number with spec {name} (Primus's HybridStack builds "
+                        f"num_layers // 2 mixer / MLP pairs: {len(pattern)} layers)")
+    args["hybrid_override_pattern"] = pattern
+    args.pop("hybrid_attention_ratio", None)
+    args.pop("hybrid_mlp_ratio", None)
+
+
 def recompute_layer_ids(cfg: dict) -> Optional[tuple[int, ...]]:
     """Primus ``recompute_layer_ids`` of a merged Megatron configuration, normalised and validated as
     Primus does (``primus/backends/megatron/patches/recompute_layer_patches.py``
@@ -887,6 +974,7 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
     args.update(_implied_args(cfg))
     if hybrid:
         args["is_hybrid_model"] = True
+        _primus_hybrid_stack(cfg, args)
     if stage >= 3:
         unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
                                     effect="time: Primus-Turbo fused MoE activation with probs (stage 3; stages 1-2 "

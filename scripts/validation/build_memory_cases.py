@@ -31,7 +31,7 @@ are.  Flags of the Megatron-Bridge cases are derived from the matching row of ``
 (read from Bridge's perf configs at v0.4.2 by ``build_current_runs.py``) with the edits each case lists,
 so the data says what differs from a configuration that ran.
 
-    python scripts/validation/build_memory_cases.py [--mlm GITDIR]
+    python scripts/validation/build_memory_cases.py [--mlm GITDIR] [--primus GITDIR]
 """
 
 from __future__ import annotations
@@ -1557,7 +1557,8 @@ def _perfdoc_a100(model: str, size: str, lbs: int, seq: int, ac: str, outcome: s
                 hardware=dict(_A100_64),
                 torchtitan_config={"model": mod,
                                    "training": {"local_batch_size": lbs, "seq_len": seq},
-                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                   "parallelism": {"data_parallel_replicate_degree": 1,
+                                                   "data_parallel_shard_degree": -1,
                                                    "tensor_parallel_degree": 1},
                                    "activation_checkpoint": acd, "compile": {"enable": False},
                                    "optimizer": {"name": "AdamW"}},
@@ -1612,6 +1613,148 @@ CASES += [
     _perfdoc_l3("8b", "2", "'| 8B | 1 | selective layer | 2904 | 56.8% |'"),
     _perfdoc_l3("8b", "op", "'| 8B | 1 | selective op | 2973 | 58.2% |'"),
     _perfdoc_l3("70b", "full", "'| 70B | 1 | full | 331 | 51.7% |'"),
+]
+
+# ---------------------------------------------------------------- round 30 (branch oom15): held-out torchao reports
+# pytorch/ao torchao/float8/README.md as changed by 853f87d1b (#2736, 2025-08-11, 'torchao.float8:
+# update with AMD MI300X
+# benchmark results'), section 'AMD MI300x': 8 x MI300X, batch size 1, sequence length 8192, steps 100, torch.compile,
+# FSDP2, per-op SAC; torch 2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479.  Run by
+# benchmarks/float8/training/llama3.sh of that commit: CONFIG_FILE llama3_8b.toml --training.steps=100
+# --training.local-batch-size=1 --training.compile and the recipe's flags (tensorwise: --model.converters=float8
+# --float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp; otherwise
+# --float8.recipe_name=R); 'Peak Memory (GB)' = parse_torchtitan_logs.py's max of the logged 'memory: X GiB'.
+_AO_MI300X_SRC = dict(ref="pytorch/ao torchao/float8/README.md at 853f87d1b (#2736) 'AMD MI300x' table (torch "
+                          "2.9.0.dev20250811+rocm6.4, torchao 0.13.0+git4fc4068d6, torchtitan 2c8b59479), "
+                          "reproduced by "
+                          ""
+                          "benchmarks/float8/training/llama3.sh",
+                      url="https://github.com/pytorch/ao/blob/853f87d1b/torchao/float8/README.md", date="2025-08-11")
+_AO_MI300X_READ = ("Job table = torchtitan 2c8b59479 torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama "
+                   "3 8B, "
+                   "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW, float8 filter_fqns ['output']) "
+                   "with "
+                   "llama3.sh's --training.steps=100 --training.local-batch-size=1 --training.compile (2c8b59479 "
+                   "compiles "
+                   "the model and, components/loss.py:27-29, the loss) and the row's converter flags.  Device: 8 x "
+                   "MI300X "
+                   "(192 GiB).  'Peak Memory (GB)' is parse_torchtitan_logs.py's max of torchtitan's 'memory: X GiB' "
+                   "(reserved, rank 0): GiB.")
+_AO_MI300X_HW = dict(gpu="MI300X (8x, 192 GiB)", plan_gpu="mi300x", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_mi300x(tag: str, gib: float, row: str, **sections: dict) -> dict:
+    return dict(id=f"ao_mi300x_llama3_8b_8gpu_compile_{tag}", outcome="ran", framework="torchtitan",
+                hardware=_AO_MI300X_HW, torchtitan_config=_titan(_AO_B200_JOB, **sections), source=_AO_MI300X_SRC,
+                quote=f"'| Llama3-8b     |  {row} | {gib} | ...'", read=_AO_MI300X_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="max over steps of torchtitan's 'memory: X GiB' (rank 0 reserved)"),
+                pair=None)
+
+
+# pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs dated 2025-06-04; the
+# tutorial links llama3_8b.toml at torchtitan 775a486ed, 2025-06-03): 'NGPU=8 CONFIG_FILE=.../llama3_8b.toml
+# ./run_train.sh --training.compile [--model.converters="float8" [--float8.recipe_name="rowwise"]]' on 8 H100s; every
+# log line's 'X GiB(Y%)' gives X / Y = 95.0 GiB (the 96 GB H100).
+_AO_TUT_SRC = dict(ref="pytorch/ao docs/source/eager_tutorials/pretraining.rst ('Pre-training with torchtitan', logs "
+                       "of "
+                       "2025-06-04; llama3_8b.toml linked at torchtitan 775a486ed)",
+                   url="https://github.com/pytorch/ao/blob/main/docs/source/eager_tutorials/pretraining.rst",
+                   date="2025-06-04")
+_AO_TUT_READ = ("Job table = torchtitan 775a486ed torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
+                "batch_size 1, seq_len 8192, FSDP over the 8 GPUs (NGPU=8), selective per-op AC, AdamW, float8 "
+                "filter_fqns "
+                "['output']) with the command's --training.compile (775a486ed compiles the model and, "
+                "components/loss.py:26-28, the loss) and converter flags (float8 without a recipe name = tensorwise, "
+                "no float8 all-gather).  Device: H100 whose logged share gives 95.0 GiB (the 96 GB H100).  The "
+                "peak is the "
+                "steady 'memory: X GiB' of steps 10-40 (torchtitan's max reserved, rank 0).")
+_AO_TUT_HW = dict(gpu="H100 96GB (logged total 95.0 GiB)", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_tut(tag: str, gib: float, pct: str, cmd: str, **sections: dict) -> dict:
+    return dict(id=f"ao_tutorial_llama3_8b_h100_8gpu_compile_{tag}", outcome="ran", framework="torchtitan",
+                hardware=_AO_TUT_HW, torchtitan_config=_titan(_AO_B200_JOB, training={"steps": 1000}, **sections),
+                source=_AO_TUT_SRC, quote=f"'{cmd}' ... 'step: 20 ... memory: {gib}GiB({pct})'", read=_AO_TUT_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="'memory: X GiB' of steps 10-40 (rank 0 max reserved)"),
+                pair=None)
+
+
+CASES += [
+    _ao_mi300x("bf16", 39.09, "none (bfloat16)                  "),
+    _ao_mi300x("float8_tensorwise_fsdp_fp8_ag", 39.07, "tensorwise with float8 all-gather",
+               model={"converters": ["float8"]},
+               float8={"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}),
+    _ao_mi300x("float8_rowwise_with_gw_hp", 39.32, "rowwise_with_gw_hp with bfloat16 all-gather ",
+               model={"converters": ["float8"]}, float8={"recipe_name": "rowwise_with_gw_hp"}),
+    _ao_mi300x("float8_rowwise", 39.32, "rowwise with bfloat16 all-gather ", model={"converters": ["float8"]},
+               float8={"recipe_name": "rowwise"}),
+    _ao_tut("bf16", 30.89, "32.51%", "./run_train.sh --training.compile"),
+    _ao_tut("float8_rowwise", 30.99, "32.62%",
+            "./run_train.sh --training.compile --model.converters=\"float8\" --float8.recipe_name=\"rowwise\"",
+            model={"converters": ["float8"]}, float8={"recipe_name": "rowwise"}),
+    _ao_tut("float8_tensorwise", 30.91, "32.53%", "./run_train.sh --training.compile --model.converters=\"float8\"",
+            model={"converters": ["float8"]}),
+]
+
+# pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (added by 2887250bb, #1299, 2025-06-16):
+# Grand Teton, 8 H100 96GB per host (500 W), torch 38410cf9 (2025-06-14), torchtitan 820504e20: 'Llama3 70b on 256
+# H100s with FSDP=32, TP=8, torch.compile, full AC, local batch size 16' and 'Llama3 8b on 64 H100s with FSDP=8, TP=8,
+# torch.compile, per op SAC, local batch size 12', each with vanilla and async TP, bf16 / float8 tensorwise / float8
+# rowwise: ran (tokens/s published, no memory).  Verdicts only.  The float8 tensorwise rows leave out whether FSDP's
+# float8 all-gather was on: left out; bf16 and rowwise (no float8 all-gather) kept, but for the 70B bf16 rows: the
+# configuration of the Dec-2024 benchmark's 70B TP / async-TP rows (torchtitan_h100_70b_256gpu_*, measured peaks).
+_ATP_SRC = dict(ref="pytorch/torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (2887250bb, #1299; "
+                    "torchtitan 820504e20, torch 38410cf9)",
+                url=("https://github.com/pytorch/torchtitan/blob/2887250bb/benchmarks/"
+                     "asyncTP_llama3_h100_2025-06_torchtitan.md"),
+                date="2025-06-16")
+_ATP_READ = ("Job table = torchtitan 820504e20 torchtitan/models/llama3/train_configs/llama3_{size}.toml "
+             "(seq_len 8192, "
+             "AdamW, FSDP over data_parallel_shard_degree -1) with the table's layout: {layout}; --training.compile "
+             "(820504e20 compiles the model and, components/loss.py:27-29, the loss), async TP = "
+             "parallelism.enable_async_tensor_parallel; rowwise = --model.converters float8 "
+             "--float8.recipe_name rowwise "
+             "(filter_fqns ['output']).  Device: 'Each H100 GPU is equipped with 96GB HBM2e', 'the default 500W power "
+             "limit'.")
+_ATP = {"70b": dict(gpus=256, job={"model": {"name": "llama3", "flavor": "70B"},
+                                   "training": {"local_batch_size": 16, "seq_len": 8192, "compile": True},
+                                   "parallelism": {"data_parallel_replicate_degree": 1,
+                                                   "data_parallel_shard_degree": -1,
+                                                   "tensor_parallel_degree": 8},
+                                   "activation_checkpoint": {"mode": "full"}, "optimizer": {"name": "AdamW"}},
+                    layout="FSDP 32 x TP 8 on 256 GPUs, full AC, local batch 16", title="Llama3 70b on 256 H100s"),
+        "8b": dict(gpus=64, job={"model": {"name": "llama3", "flavor": "8B"},
+                                 "training": {"local_batch_size": 12, "seq_len": 8192, "compile": True},
+                                 "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                                 "tensor_parallel_degree": 8},
+                                 "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+                                 "optimizer": {"name": "AdamW"}},
+                   layout="FSDP 8 x TP 8 on 64 GPUs, per-op SAC, local batch 12", title="Llama3 8b on 64 H100s")}
+
+
+def _atp(size: str, fmt: str, async_tp: bool, quote: str) -> dict:
+    a = _ATP[size]
+    sections: dict = {"parallelism": {**a["job"]["parallelism"], "enable_async_tensor_parallel": async_tp}}
+    if fmt == "rowwise":
+        sections.update(model={**a["job"]["model"], "converters": ["float8"]}, float8={"recipe_name": "rowwise"})
+    return dict(id=f"titan_asynctp_llama3_{size}_h100_{a['gpus']}gpu_{fmt}_{'async' if async_tp else 'vanilla'}_tp",
+                outcome="ran", framework="torchtitan",
+                hardware=dict(gpu="H100 96GB HBM2e (Grand Teton, 500 W)", plan_gpu="h100-sxm-96gb-500w",
+                              num_gpus=a["gpus"], gpus_per_node=8),
+                torchtitan_config=_titan(a["job"], **sections), source=_ATP_SRC,
+                quote=f"'#### {a['title']} ...' '{quote}'", read=_ATP_READ.format(size=size, layout=a["layout"]),
+                pair=None)
+
+
+CASES += [
+    _atp("70b", "rowwise", False, "| float8 rowwise    | 599.6 | 624.8 | 1.04 |"),
+    _atp("70b", "rowwise", True, "| float8 rowwise    | 599.6 | 624.8 | 1.04 |"),
+    _atp("8b", "bf16", False, "| None (bfloat16)   | 4378   | 4809.4 | 1.10 |"),
+    _atp("8b", "bf16", True, "| None (bfloat16)   | 4378   | 4809.4 | 1.10 |"),
+    _atp("8b", "rowwise", False, "| float8 rowwise    | 3708.5 | 3914.9 | 1.06 |"),
+    _atp("8b", "rowwise", True, "| float8 rowwise    | 3708.5 | 3914.9 | 1.06 |"),
 ]
 
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
@@ -1879,6 +2022,77 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------- round 30 (branch oom15): Primus Mamba / hybrid sweeps
+# AMD-AGI/Primus experiment files annotated with the largest batch of an on-node OOM sweep ('MI300X max batch (8 GPUs):
+# GBS=..., ... TFLOP/s, X% mem (BS=... OOM)'): each the experiment at that commit, read through the Primus reader
+# (build_current_runs.primus_flatten: the flattened module, checked to give the resolved plan) with the micro batch of
+# the row (global batch = micro x 8: DP 8, no accumulation, as the comments' GBS).  The 'X% mem' basis is not stated
+# (and the same Zebra-Llama 1B at MBS 12 reads 88.7 % of 192 GiB on MI300X and 97.2 % of 288 GiB on MI355X): peaks
+# are kept rough (approx), the outcome is what is judged.  (commit, experiment, micro batch, outcome, rough %, quote)
+PRIMUS_MIRROR = Path("/work/.mirror/AMD-AGI+Primus/repo")
+_PRIMUS_SWEEP_MAIN = "fd1eeabbad15135e3702094087e96142b4b4eacb"  # main 2026-08-22: #1005 (be3dfcde) + 554f61f7
+#: PR #1007 head (branch refactor/rename-gdn-kda-model-configs)
+_PRIMUS_SWEEP_PR1007 = "84035edc24d72e7f7238e6bad48fb1ae900bc326"
+PRIMUS_SWEEPS = (
+    (_PRIMUS_SWEEP_MAIN, "MI300X/mamba_370M-pretrain.yaml", 52, "ran", 98.5,
+     "# MI300X max batch (8 GPUs): GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)"),
+    (_PRIMUS_SWEEP_MAIN, "MI300X/mamba_370M-pretrain.yaml", 56, "oom", None,
+     "# MI300X max batch (8 GPUs): GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_1B-pretrain.yaml", 12, "ran", 97.2,
+     "# MI355X max batch (8 GPUs): MBS=12, GBS=96, 97.2% mem (↑ from MBS=8)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_3B-pretrain.yaml", 7, "ran", 96.3,
+     "# MI355X max batch (8 GPUs): MBS=7, GBS=56, 96.3% mem (↑ from MBS=4)"),
+    (_PRIMUS_SWEEP_MAIN, "MI355X/zebra_llama_8B-pretrain.yaml", 4, "ran", 98.3,
+     "# MI355X max batch (8 GPUs): MBS=4, GBS=32, 98.3% mem (↑ from MBS=2)"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_1B_BF16-pretrain.yaml", 12, "ran", 88.7,
+     "# MI300X max batch (8 GPUs): GBS=96, 227.6 TFLOP/s, 88.7% mem"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_3B_BF16-pretrain.yaml", 5, "ran", 86.5,
+     "# MI300X max batch (8 GPUs): GBS=40, 321.2 TFLOP/s, 86.5% mem"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_8B_BF16-pretrain.yaml", 2, "ran", 82.4,
+     "# MI300X max batch (8 GPUs): GBS=16, 299.6 TFLOP/s, 82.4% mem (BS=24 OOM)"),
+    (_PRIMUS_SWEEP_PR1007, "MI300X/hylo_llama_mamba_8B_BF16-pretrain.yaml", 3, "oom", None,
+     "# MI300X max batch (8 GPUs): GBS=16, 299.6 TFLOP/s, 82.4% mem (BS=24 OOM)"),
+)
+_PRIMUS_GPU = {"MI300X": ("MI300X (8x, 192 GiB)", "mi300x", 192.0), "MI355X": ("MI355X (8x, 288 GiB)", "mi355x", 288.0)}
+
+
+def primus_sweep_cases(repo: Path) -> list[dict]:
+    """The Primus sweep rows (``PRIMUS_SWEEPS``), each experiment flattened from the mirror's commit."""
+    sys.path.insert(0, str(HERE))
+    from build_current_runs import primus_flatten
+    from build_runs import _cluster_for
+
+    out = []
+    for commit, exp, mbs, outcome, pct, quote in PRIMUS_SWEEPS:
+        arch = exp.split("/")[0]
+        gpu, plan_gpu, cap = _PRIMUS_GPU[arch]
+        with tempfile.TemporaryDirectory() as tmp:
+            arc = subprocess.run(["git", "-C", str(repo), "archive", commit, "examples/megatron/configs",
+                                  "primus/configs"], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=arc, check=True)
+            flat, _ = primus_flatten(tmp, f"examples/megatron/configs/{exp}",
+                                     {"micro_batch_size": mbs, "global_batch_size": 8 * mbs},
+                                     _cluster_for(plan_gpu, 8, 8))
+        name = exp.split("/")[1].removesuffix("-pretrain.yaml").removesuffix("_BF16").lower().replace(".", "")
+        ref = "main" if commit == _PRIMUS_SWEEP_MAIN else "PR #1007 head"
+        out.append(dict(
+            id=f"primus_sweep_{arch.lower()}_{name}_mbs{mbs}", outcome=outcome, framework="megatron",
+            hardware=dict(gpu=gpu, plan_gpu=plan_gpu, num_gpus=8, gpus_per_node=8),
+            primus_config=flat, primus_model_preset=Path(str(flat.get("overrides", {}).get("model", exp))).stem,
+            source=dict(ref=f"AMD-AGI/Primus @{commit[:8]} ({ref}) examples/megatron/configs/{exp}",
+                        url=f"https://github.com/AMD-AGI/Primus/blob/{commit[:8]}/examples/megatron/configs/{exp}",
+                        date="2026-08-22" if commit == _PRIMUS_SWEEP_PR1007 else "2026-08-20"),
+            quote=f"'{quote}'",
+            read=(f"The experiment at {commit[:8]} through the Primus reader (its model preset, pre_trainer.yaml, the "
+                  f"Primus spec named in 'spec'), micro batch {mbs}, global batch {8 * mbs} on one node of 8 {arch}: "
+                  + ("the sweep's largest batch, which ran" if outcome == "ran" else
+                     f"the next batch of the sweep ('BS={8 * mbs} OOM')") + "."),
+            measured_peak=(dict(gib=round(pct / 100 * cap, 1), basis="reserved", rank="first", approx=True,
+                                how=f"'{pct}% mem' of {cap:.0f} GiB (basis not stated)") if pct else None),
+            family="published_peak" if pct else "report", pair=None))
+    return out
+
+
 # ----------------------------------------------------------------------------- assembly
 def resolve(case: dict) -> dict:
     """The case as stored: ``base`` + ``edits`` turned into ``megatron_flags`` (the base is named in ``derived_from``)."""
@@ -1902,6 +2116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mlm", type=Path, default=MLM_MIRROR, help="Megatron-LM git directory (functional tests)")
+    ap.add_argument("--primus", type=Path, default=PRIMUS_MIRROR, help="Primus git directory (the sweep rows)")
     args = ap.parse_args(argv)
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     cases = [resolve(c) for c in CASES]
@@ -1909,7 +2124,9 @@ def main(argv: list[str] | None = None) -> int:
     titan = (titan_peak_cases(src) if src is not None and src.is_file()
              else [c for c in old if c["id"].startswith("torchtitan_")])
     mlm = mlm_peak_cases(args.mlm) if args.mlm.exists() else [c for c in old if c["id"].startswith("mlm_functional_")]
-    cases += titan + mlm
+    sweeps = (primus_sweep_cases(args.primus) if args.primus.exists()
+              else [c for c in old if c["id"].startswith("primus_sweep_")])
+    cases += titan + mlm + sweeps
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -1925,7 +2142,8 @@ def main(argv: list[str] | None = None) -> int:
         f.write("\n")
     os.replace(tmp, OUT)
     n = {k: sum(c["outcome"] == k for c in cases) for k in ("oom", "oom_borderline", "ran")}
-    print(f"{len(cases)} cases ({n}) -> {OUT}; torchtitan peaks {len(titan)}, Megatron-LM functional tests {len(mlm)}")
+    print(f"{len(cases)} cases ({n}) -> {OUT}; torchtitan peaks {len(titan)}, Megatron-LM functional tests {len(mlm)}, "
+          f"Primus sweeps {len(sweeps)}")
     return 0
 
 
