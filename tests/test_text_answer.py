@@ -234,14 +234,17 @@ def test_explain_says_each_term_in_words(recipe, capsys):
     from 0 as the memory's stages are (the note read "critical stage 3 of 4" for the last of stages 0-3)."""
     import json
 
-    from primus_launch.report.text import MEMORY_TERMS, TIME_TERMS
+    from primus_launch.report.text import LOW_PRECISION_PARAMETERS, MEMORY_TERMS, TIME_TERMS
 
     assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
     assert rc == 0
+    # user14: a Megatron FP8 plan's "parameters" hold Transformer Engine's quantized weight copies too
+    low = d["plan"]["source"]["framework"] == "megatron" and d["plan"]["training"]["precision"] in ("fp8", "fp4")
+    memory_terms = {**MEMORY_TERMS, **({"parameters": LOW_PRECISION_PARAMETERS} if low else {})}
     for head, terms, names in (("time component", TIME_TERMS, d["time_breakdown"]),
-                               ("memory (stage", MEMORY_TERMS, list(d["memory"]["breakdown"]) + ["peak"])):
+                               ("memory (stage", memory_terms, list(d["memory"]["breakdown"]) + ["peak"])):
         i = next(j for j, ln in enumerate(lines) if ln.startswith(head))  # "optimizer" is a row of both tables
         for k in names:
             at = next(j for j in range(i, len(lines)) if lines[j].split()[:1] == [k])
@@ -379,3 +382,42 @@ def test_band_side_words_each_side():
     assert band_side(band(0.04, 0.16)) == ": they ran 4 .. 16 % slower than projected"
     assert band_side(band(-0.12, -0.03)) == ": they ran 3 .. 12 % faster than projected"
     assert band_side(band(-0.06, 0.09)) == ""
+
+
+@pytest.mark.parametrize("recipe,host", [("recipes/llama3.1_70b_h100_1024gpu.primus.toml", False),
+                                         ("recipes/megatron/tiny_gpt_cpu.sh", True)])
+def test_explain_op_tables_sum_and_figures(recipe, host, capsys):
+    """user14: each per-op table's sum row read "sum (pass time: GPU + host rows)" where the table had no host row,
+    and tabulate's number parsing printed 3.400 ms as "3.4" and 0.000 as "0" beside "3.346".  Truth: the op rows
+    themselves (projection.explain.op_rows): the sum row names host rows only where a row is one, every figure has
+    three decimals, and each sum is the column's sum."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.explain import op_rows
+
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0
+    i = lines.index("dense layer: one micro-batch on one GPU (ms)")
+    table = lines[i + 3:lines.index("", i)]
+    rows = [r for r in op_rows(load_recipe(ROOT / recipe)) if r.kind == "dense"]
+    assert len(table) == len(rows) + 1
+    assert ("host (GPU idle)" in "\n".join(table)) == host
+    assert table[-1].startswith("sum (pass time: GPU + host rows)" if host else "sum (pass time) ")
+    for ln, r in zip(table, rows):
+        assert f"{r.fwd_ms:.3f}" in ln and f"{r.bwd_input_ms:.3f}" in ln and f"{r.bwd_weight_ms:.3f}" in ln, ln
+    figures = table[-1].split()[-3:]
+    assert figures == [f"{sum(getattr(r, a) for r in rows):.3f}" for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
+
+
+def test_memory_band_source_names_no_write_command(capsys):
+    """user14: every --explain note and --json ``memory.band.source`` ended "(PYTHONPATH=. python
+    scripts/memory_band.py --write)": a maintainer's command that rewrites the installed band data; the source names
+    the script that prints the band, with the configuration count of projection/memory/band_data.py."""
+    import json
+
+    from primus_launch.projection.memory.band_data import BANDS
+
+    assert main(["--project", str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--dry-run", "--json"]) == 0
+    band = json.loads(capsys.readouterr().out)["memory"]["band"]
+    assert band["source"] == f"megatron: {BANDS['megatron'][2]} measured configurations, scripts/memory_band.py"
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    assert rc == 0 and not any("--write" in ln for ln in lines)

@@ -394,6 +394,19 @@ MEMORY_TERMS = {
     "reserve": "cached by the allocator but unused, + CUDA context / NCCL outside it",
     "peak": "the sum: the stage's peak on one GPU",
 }
+#: the ``parameters`` term of a Megatron plan in FP8 / FP4 (``projection/memory/mcore.py``: the stored weights plus
+#: Transformer Engine's quantized copies of the linears' weights, all-gathered whole under FSDP): "its shard" alone
+#: read as wrong beside a 70B FSDP run's 80 GiB of "parameters" on one GPU
+LOW_PRECISION_PARAMETERS = ("the weights this GPU holds (its shard) and Transformer Engine's quantized copies of the "
+                            "linears' weights it computes with (whole layers under FSDP)")
+
+
+def memory_term(key: str, r: ProjectionResult) -> str:
+    """What memory term ``key`` of ``r`` holds, in words (:data:`MEMORY_TERMS`; a Megatron plan in FP8 / FP4 holds
+    quantized weight copies in ``parameters`` too: :data:`LOW_PRECISION_PARAMETERS`)."""
+    if key == "parameters" and r.plan.framework == "megatron" and r.plan.training.precision in ("fp8", "fp4"):
+        return LOW_PRECISION_PARAMETERS
+    return MEMORY_TERMS.get(key, "")
 
 
 def _term_width(rows: list[tuple], headers: list[str]) -> int:
@@ -421,7 +434,7 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     out.append(tabulate(times, headers=["time component", "ms", "%", "what it is"], tablefmt="simple",
                         disable_numparse=True, colalign=("left", "right", "right", "left"),
                         maxcolwidths=[None, None, None, _term_width(times, ["time component", "ms", "%", ""])]))
-    mem = [(k, f"{v / GiB:.2f}", MEMORY_TERMS.get(k, "")) for k, v in m.breakdown.items()]
+    mem = [(k, f"{v / GiB:.2f}", memory_term(k, r)) for k, v in m.breakdown.items()]
     mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}", MEMORY_TERMS["peak"]))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
         mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}",
