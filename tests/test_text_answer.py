@@ -421,3 +421,21 @@ def test_memory_band_source_names_no_write_command(capsys):
     assert band["source"] == f"megatron: {BANDS['megatron'][2]} measured configurations, scripts/memory_band.py"
     rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
     assert rc == 0 and not any("--write" in ln for ln in lines)
+
+
+def test_memory_margin_row_names_the_usable_capacity(capsys):
+    """user14: "20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT FIT" left the reader to work out the capacity the
+    verdict compares with; the row now gives it.  Truth: --json's capacity_bytes x (1 - margin_fraction) and its
+    verdict."""
+    import json
+
+    from primus_launch.projection.hardware.gpus import GiB
+
+    recipe = str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml")
+    assert main(["--project", recipe, "--dry-run", "--json", "--memory-margin", "0.55"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    rc, lines = _run(capsys, recipe, "--memory-margin", "0.55")
+    text = " ".join(" ".join(lines).split())
+    usable = m["capacity_bytes"] * (1 - m["margin_fraction"]) / GiB
+    verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m["verdict"]]
+    assert rc == 0 and f"of {m['capacity_bytes'] / GiB:.1f} GiB ({usable:.1f} GiB usable, margin 55 %): {verdict}," in text

@@ -152,7 +152,10 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
     its days, GPU-hours and cost as two more rows."""
     c, m = r.plan.cluster, r.memory
-    margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
+    # the capacity the verdict compares with, beside the margin ("20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT
+    # FIT" left the reader to work out that 19.6 GiB are usable; user14)
+    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.1f} GiB usable, margin "
+              f"{100 * m.margin_fraction:.0f} %)" if m.margin_fraction else "")
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
         # the range in seconds, as the tokens/s row gives its own: "+3% .. +11%" left the sign to guess (slower or
