@@ -356,3 +356,18 @@ def test_a_setting_wider_than_the_column_goes_under_its_row():
     assert all(len(ln) <= WIDTH for ln in lines)
     assert "changes (under each row)" in lines[0]
     assert "      dp_sharding=optimizer_grads" in lines and "optimizer_\n" not in text
+
+
+def test_a_stopped_search_says_the_work_spent_not_a_limit_it_was_not_given():
+    """user14: ``--max-work 5`` printed "the work limit (30 units of bounding and scoring, and 1,379 of a warm
+    start) stopped the search": 30 read as the limit.  It is the work the search spent (a step may pass the limit;
+    the warm start is apart from it): said as spent.  Truth: the certificate's own work counts."""
+    from primus_launch.tuner.branch_bound import certificate_text
+    from primus_launch.tuner.result import Certificate
+
+    cert = Certificate(certified=False, plans=52_088, scored=49, bounded_memory=34, open=52_005, best_s=13.66,
+                       lower_bound_s=12.7, gap=0.077, work=30 + 1_379, warm_work=1_379)
+    text = certificate_text(cert)
+    assert text.startswith("no certificate: the work limit (--max-work) stopped the search after 30 units of "
+                           "bounding and scoring, and 1,379 of a warm start, with 52,005 of 52,088 plans open; ")
+    assert "limit (30" not in text and "7.7 % slower" in text
