@@ -439,3 +439,30 @@ def test_memory_margin_row_names_the_usable_capacity(capsys):
     usable = m["capacity_bytes"] * (1 - m["margin_fraction"]) / GiB
     verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m["verdict"]]
     assert rc == 0 and f"of {m['capacity_bytes'] / GiB:.1f} GiB ({usable:.1f} GiB usable, margin 55 %): {verdict}," in text
+
+
+def test_left_out_lines_say_what_they_are(tmp_path, capsys):
+    """user14: an answer whose warnings and notes overflow the screen ended "... 1 more; details: ..." without
+    saying whether a setting not modelled or a note was left out.  Truth: --json's warnings and the plan's notes
+    (stderr with --json): the shown blocks plus the counted ones are all of them, by kind."""
+    import json
+
+    src = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
+    flags = ("--manual-gc --manual-gc-interval 10 --no-masked-softmax-fusion --attention-softmax-in-fp32 "
+             "--no-check-for-nan-in-loss-and-grad --no-bias-dropout-fusion --no-bias-swiglu-fusion "
+             "--no-rope-fusion --no-persist-layer-norm --no-gradient-accumulation-fusion")
+    rec = tmp_path / "many.sh"
+    src = "\n".join(ln for ln in src.splitlines() if "primus-launch:" not in ln)  # one more note: the default GPU
+    rec.write_text(src.replace("    --ckpt-format torch_dist", f"    --ckpt-format torch_dist {flags}"))
+    assert main(["--project", str(rec), "--dry-run", "--json"]) == 0
+    cap = capsys.readouterr()
+    d = json.loads(cap.out)
+    n_warn, n_note = len(d["warnings"]), len(d["plan"]["source"]["notes"])
+    rc, lines = _run(capsys, str(rec))
+    assert rc == 0 and len(lines) <= MAX_LINES
+    shown_warn = sum(1 for ln in lines if re.match(r"  --[\w-]+=", ln))
+    shown_note = sum(1 for ln in lines if ln.startswith("  note: "))
+    m = re.match(r"\.\.\. (?:(\d+) more setting\(s\) not modelled)?(?: and )?(?:(\d+) more note\(s\))?; details:",
+                 lines[-1])
+    assert m and (m.group(1) or m.group(2)), lines[-1]
+    assert shown_warn + int(m.group(1) or 0) == n_warn and shown_note + int(m.group(2) or 0) == n_note, lines[-12:]

@@ -367,8 +367,11 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
             out += b
             room -= len(b)
             shown += 1
-        if shown < len(blocks):
-            tail = f"... {len(blocks) - shown} more; " + tail
+        if shown < len(blocks):  # what was left out, by kind ("... 1 more" left the reader to guess which)
+            warned = len(r.warnings)
+            left = [(max(0, warned - shown), "setting(s) not modelled"),
+                    (len(blocks) - max(shown, warned), "note(s)")]
+            tail = "... " + " and ".join(f"{n} more {what}" for n, what in left if n) + "; " + tail
     out.append(tail)
     return "\n".join(out)
 
