@@ -466,3 +466,16 @@ def test_left_out_lines_say_what_they_are(tmp_path, capsys):
                  lines[-1])
     assert m and (m.group(1) or m.group(2)), lines[-1]
     assert shown_warn + int(m.group(1) or 0) == n_warn and shown_note + int(m.group(2) or 0) == n_note, lines[-12:]
+
+
+def test_in_situ_efficiency_row_names_where_it_is_fitted(capsys):
+    """user14: the framework profile read "0.895 (calibration.FRAMEWORK_EFF[megatron], calibrated on calibration
+    rows)": the row names the command that prints the fit and its rows (scripts/calibrate.py --show), with the
+    figure the projection uses (truth: calibration.framework_eff)."""
+    from primus_launch.projection.cost import calibration as cal
+
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    row = " ".join(next(ln for ln in lines if ln.startswith("in-situ efficiency")).split())
+    assert rc == 0 and "calibrated on calibration rows" not in row
+    assert row.startswith(f"in-situ efficiency {cal.framework_eff('megatron'):.3f} (") and \
+        "scripts/calibrate.py --show" in row

@@ -308,7 +308,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         *([("MoE expert GEMMs / dispatcher sync", _moe_host_path_line(plan, prof))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
-                               f"calibrated on calibration rows)"),
+                               f"fitted on the validation's calibration rows: scripts/calibrate.py --show)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
                             "(calibration.SUSTAINED_CLOCK, power-limited architectures)"),
         ("power headroom", _power_headroom_line(gpu)),
