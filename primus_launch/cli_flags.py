@@ -139,14 +139,17 @@ def _add_tune_args(ap: argparse.ArgumentParser) -> None:
     from primus_launch.inputs import bounded_int, finite_float
 
     ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
-                    help="tune: at most this many scored candidates")
+                    help="tune: run the planner, scoring at most this many candidates (no certificate of "
+                         "optimality; default: the certified branch and bound, bounded by --max-work)")
     ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
                     help="tune: stop the planner or the exhaustive search after this many seconds (the default "
                          "branch and bound is bounded by --max-work, never by time)")
     ap.add_argument("--max-work", type=bounded_int(1, 10**12, "an integer from 1 to 1,000,000,000,000"),
                     help="tune: work limit of the branch-and-bound search, in units of one plan's bound "
                          "(default 80,000; a count, so the answer does not depend on the machine's load)")
-    ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
+    ap.add_argument("--llm", metavar="MODEL",
+                    help="tune: run the planner and also ask this model for candidates (OPENAI_BASE_URL / "
+                         "OPENAI_API_KEY; no certificate of optimality)")
     search = ap.add_mutually_exclusive_group()
     search.add_argument("--exhaustive", action="store_true", default=None,
                         help="tune: score every legal candidate (brute force; default: the certified branch and "

@@ -132,6 +132,21 @@ def test_detected_by_content_and_read_as_the_same_plan_as_megatron_flags(tmp_pat
     assert _comparable(plan) == _comparable(plan_from_argv(ARGV, CLUSTER))
 
 
+def test_default_gpu_is_said_in_a_note_unless_stated(tmp_path):
+    """user14: a NeMo config (``trainer:`` states nodes and devices, no GPU kind) was projected on the default GPU
+    without a word, where a Megatron script or YAML that names none gets a note; the note goes once a
+    ``# primus-launch: gpu=`` comment or ``--gpu`` names it (truth: the plan's GPU is the Cluster default)."""
+    gpu = Cluster.model_fields["gpu"].default
+    plan = load_recipe(_write(tmp_path, CONFIG))
+    assert plan.cluster.gpu == gpu
+    said = [n for n in plan.source.notes if f"cluster gpu={gpu}: the default" in n]
+    assert len(said) == 1 and "--gpu" in said[0] and "num_nodes" not in said[0], plan.source.notes
+    stated = load_recipe(_write(tmp_path, "# primus-launch: gpu=b200\n" + CONFIG))
+    assert stated.cluster.gpu == "b200" and not any(": the default" in n for n in stated.source.notes)
+    flagged = load_recipe(_write(tmp_path, CONFIG), cluster_overrides={"gpu": "h200"})
+    assert flagged.cluster.gpu == "h200" and not any(": the default" in n for n in flagged.source.notes)
+
+
 def test_fields_as_nemo_defines_them(tmp_path):
     plan = load_recipe(_write(tmp_path, CONFIG))
     m, par, t = plan.model, plan.parallel, plan.training

@@ -241,7 +241,8 @@ def test_partial_gpus_per_node_keep_the_gpu_count_a_recipe_states(tmp_path):
                  "[training]\nlocal_batch_size = 1\nseq_len = 2048\n")
     plan = load_recipe(t, {"gpus_per_node": 4})
     assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (4, 4)
-    assert any("4 x 4 h100-sxm assumed" in n for n in plan.source.notes)  # the GPU is still the default's
+    # the GPU is still the default's (user14: the flag given is named as given, not as assumed)
+    assert any("4 x 4 h100-sxm, --gpus-per-node given and the rest assumed" in n for n in plan.source.notes)
     assert not any("assumed" in n for n in load_recipe(t, {"gpu": "b200", "num_nodes": 4, "gpus_per_node": 4}
                                                           ).source.notes)
 

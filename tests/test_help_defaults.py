@@ -64,3 +64,20 @@ def test_readme_usage_names_every_option():
     named = set(re.findall(r"--[\w-]+", block))
     opts = {o for a in _parser()._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
     assert opts <= named, sorted(opts - named)
+
+
+def test_budget_and_llm_say_they_run_the_planner(tmp_path, capsys):
+    """user14: ``--budget N`` read "at most this many scored candidates" and ``--llm`` "also ask this model", but
+    either one replaces the certified branch and bound with the planner (README: "--planner / --budget / --llm run
+    the planner"); truth: a tune with --budget reports the planner's search and no certificate."""
+    import json
+
+    helps = _helps()
+    for flag in ("--budget", "--llm"):
+        assert "planner" in helps[flag][1] and "no certificate" in helps[flag][1], helps[flag][1]
+    src = ROOT / "recipes/torchtitan/llama3.1_8b.toml"
+    rec = tmp_path / "t.toml"
+    rec.write_text(src.read_text())
+    assert main(["--tune", str(rec), "--dry-run", "--budget", "3", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["search"] == "planner" and not (d["certificate"] or {}).get("certified")

@@ -234,14 +234,17 @@ def test_explain_says_each_term_in_words(recipe, capsys):
     from 0 as the memory's stages are (the note read "critical stage 3 of 4" for the last of stages 0-3)."""
     import json
 
-    from primus_launch.report.text import MEMORY_TERMS, TIME_TERMS
+    from primus_launch.report.text import LOW_PRECISION_PARAMETERS, MEMORY_TERMS, TIME_TERMS
 
     assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
     assert rc == 0
+    # user14: a Megatron FP8 plan's "parameters" hold Transformer Engine's quantized weight copies too
+    low = d["plan"]["source"]["framework"] == "megatron" and d["plan"]["training"]["precision"] in ("fp8", "fp4")
+    memory_terms = {**MEMORY_TERMS, **({"parameters": LOW_PRECISION_PARAMETERS} if low else {})}
     for head, terms, names in (("time component", TIME_TERMS, d["time_breakdown"]),
-                               ("memory (stage", MEMORY_TERMS, list(d["memory"]["breakdown"]) + ["peak"])):
+                               ("memory (stage", memory_terms, list(d["memory"]["breakdown"]) + ["peak"])):
         i = next(j for j, ln in enumerate(lines) if ln.startswith(head))  # "optimizer" is a row of both tables
         for k in names:
             at = next(j for j in range(i, len(lines)) if lines[j].split()[:1] == [k])
@@ -379,3 +382,100 @@ def test_band_side_words_each_side():
     assert band_side(band(0.04, 0.16)) == ": they ran 4 .. 16 % slower than projected"
     assert band_side(band(-0.12, -0.03)) == ": they ran 3 .. 12 % faster than projected"
     assert band_side(band(-0.06, 0.09)) == ""
+
+
+@pytest.mark.parametrize("recipe,host", [("recipes/llama3.1_70b_h100_1024gpu.primus.toml", False),
+                                         ("recipes/megatron/tiny_gpt_cpu.sh", True)])
+def test_explain_op_tables_sum_and_figures(recipe, host, capsys):
+    """user14: each per-op table's sum row read "sum (pass time: GPU + host rows)" where the table had no host row,
+    and tabulate's number parsing printed 3.400 ms as "3.4" and 0.000 as "0" beside "3.346".  Truth: the op rows
+    themselves (projection.explain.op_rows): the sum row names host rows only where a row is one, every figure has
+    three decimals, and each sum is the column's sum."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.explain import op_rows
+
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0
+    i = lines.index("dense layer: one micro-batch on one GPU (ms)")
+    table = lines[i + 3:lines.index("", i)]
+    rows = [r for r in op_rows(load_recipe(ROOT / recipe)) if r.kind == "dense"]
+    assert len(table) == len(rows) + 1
+    assert ("host (GPU idle)" in "\n".join(table)) == host
+    assert table[-1].startswith("sum (pass time: GPU + host rows)" if host else "sum (pass time) ")
+    for ln, r in zip(table, rows):
+        assert f"{r.fwd_ms:.3f}" in ln and f"{r.bwd_input_ms:.3f}" in ln and f"{r.bwd_weight_ms:.3f}" in ln, ln
+    figures = table[-1].split()[-3:]
+    assert figures == [f"{sum(getattr(r, a) for r in rows):.3f}" for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
+
+
+def test_memory_band_source_names_no_write_command(capsys):
+    """user14: every --explain note and --json ``memory.band.source`` ended "(PYTHONPATH=. python
+    scripts/memory_band.py --write)": a maintainer's command that rewrites the installed band data; the source names
+    the script that prints the band, with the configuration count of projection/memory/band_data.py."""
+    import json
+
+    from primus_launch.projection.memory.band_data import BANDS
+
+    assert main(["--project", str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--dry-run", "--json"]) == 0
+    band = json.loads(capsys.readouterr().out)["memory"]["band"]
+    assert band["source"] == f"megatron: {BANDS['megatron'][2]} measured configurations, scripts/memory_band.py"
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    assert rc == 0 and not any("--write" in ln for ln in lines)
+
+
+def test_memory_margin_row_names_the_usable_capacity(capsys):
+    """user14: "20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT FIT" left the reader to work out the capacity the
+    verdict compares with; the row now gives it.  Truth: --json's capacity_bytes x (1 - margin_fraction) and its
+    verdict."""
+    import json
+
+    from primus_launch.projection.hardware.gpus import GiB
+
+    recipe = str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml")
+    assert main(["--project", recipe, "--dry-run", "--json", "--memory-margin", "0.55"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    rc, lines = _run(capsys, recipe, "--memory-margin", "0.55")
+    text = " ".join(" ".join(lines).split())
+    usable = m["capacity_bytes"] * (1 - m["margin_fraction"]) / GiB
+    verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m["verdict"]]
+    assert rc == 0 and f"of {m['capacity_bytes'] / GiB:.1f} GiB ({usable:.1f} GiB usable, margin 55 %): {verdict}," in text
+
+
+def test_left_out_lines_say_what_they_are(tmp_path, capsys):
+    """user14: an answer whose warnings and notes overflow the screen ended "... 1 more; details: ..." without
+    saying whether a setting not modelled or a note was left out.  Truth: --json's warnings and the plan's notes
+    (stderr with --json): the shown blocks plus the counted ones are all of them, by kind."""
+    import json
+
+    src = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
+    flags = ("--manual-gc --manual-gc-interval 10 --no-masked-softmax-fusion --attention-softmax-in-fp32 "
+             "--no-check-for-nan-in-loss-and-grad --no-bias-dropout-fusion --no-bias-swiglu-fusion "
+             "--no-rope-fusion --no-persist-layer-norm --no-gradient-accumulation-fusion")
+    rec = tmp_path / "many.sh"
+    src = "\n".join(ln for ln in src.splitlines() if "primus-launch:" not in ln)  # one more note: the default GPU
+    rec.write_text(src.replace("    --ckpt-format torch_dist", f"    --ckpt-format torch_dist {flags}"))
+    assert main(["--project", str(rec), "--dry-run", "--json"]) == 0
+    cap = capsys.readouterr()
+    d = json.loads(cap.out)
+    n_warn, n_note = len(d["warnings"]), len(d["plan"]["source"]["notes"])
+    rc, lines = _run(capsys, str(rec))
+    assert rc == 0 and len(lines) <= MAX_LINES
+    shown_warn = sum(1 for ln in lines if re.match(r"  --[\w-]+=", ln))
+    shown_note = sum(1 for ln in lines if ln.startswith("  note: "))
+    m = re.match(r"\.\.\. (?:(\d+) more setting\(s\) not modelled)?(?: and )?(?:(\d+) more note\(s\))?; details:",
+                 lines[-1])
+    assert m and (m.group(1) or m.group(2)), lines[-1]
+    assert shown_warn + int(m.group(1) or 0) == n_warn and shown_note + int(m.group(2) or 0) == n_note, lines[-12:]
+
+
+def test_in_situ_efficiency_row_names_where_it_is_fitted(capsys):
+    """user14: the framework profile read "0.895 (calibration.FRAMEWORK_EFF[megatron], calibrated on calibration
+    rows)": the row names the command that prints the fit and its rows (scripts/calibrate.py --show), with the
+    figure the projection uses (truth: calibration.framework_eff)."""
+    from primus_launch.projection.cost import calibration as cal
+
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    row = " ".join(next(ln for ln in lines if ln.startswith("in-situ efficiency")).split())
+    assert rc == 0 and "calibrated on calibration rows" not in row
+    assert row.startswith(f"in-situ efficiency {cal.framework_eff('megatron'):.3f} (") and \
+        "scripts/calibrate.py --show" in row

@@ -9,6 +9,7 @@ back by the tool to the tuned plan's projection.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -67,3 +68,29 @@ def test_counts_name_changed_added_and_removed():
     assert change_counts("a\nb\nc", "a\nB\nc\nd") == {"changed": 1, "added": 1, "removed": 0}
     assert change_counts("a\nb\nc", "a\nc") == {"changed": 0, "added": 0, "removed": 1}
     assert diff_lines("a\nb", "a\nb\nx", "o", "t")[0] == "lines that differ from o: 1 added"
+
+
+@pytest.mark.skipif(shutil.which("diff") is None, reason="needs diff")
+def test_a_long_changed_line_is_shown_whole_within_80_columns(tmp_path, capsys):
+    """user14: the TorchTitan launch script's tuned line was cut at 76 columns, "... --training.local_batch_size 1
+    --co...", hiding the ``activation-checkpoint:none`` the tune added at its end; a long line is wrapped (at most
+    WRAPPED_LINES lines).  Truth: GNU diff's lines, every word of each found in the answer's block."""
+    from primus_launch.report.recipe_diff import WRAPPED_LINES
+
+    src = tmp_path / "launch.sh"
+    shutil.copy(ROOT / "recipes/torchtitan/llama3_8b_launch.sh", src)
+    assert main(["--tune", str(src), "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    old, new = _gnu_diff(src, tmp_path / "launch.tuned.sh")
+    assert any(len(s.strip()) > 76 for s in old + new)   # the case: a line longer than the answer's room
+    i = next(k for k, ln in enumerate(out) if ln.startswith("lines that differ from "))
+    block = out[i + 1:next(k for k in range(i + 1, len(out)) if not out[k].startswith("    ")
+                          and not out[k].startswith("  - ") and not out[k].startswith("  + "))]
+    assert all(len(ln) <= 80 for ln in block)
+    for sign, lines in (("-", old), ("+", new)):
+        starts = [k for k, ln in enumerate(block) if ln.startswith(f"  {sign} ")]
+        assert len(starts) == len(lines)
+        for k, line in zip(starts, lines):
+            shown = [block[k]] + list(itertools.takewhile(lambda ln: ln.startswith("    "),
+                                                          block[k + 1:k + WRAPPED_LINES]))
+            assert " ".join(ln[4:].strip() for ln in shown).split() == line.split()

@@ -335,3 +335,39 @@ def test_search_warnings_are_said_once(tmp_path, capsys):
     assert main(args + ["--json"]) == 0
     cap = capsys.readouterr()
     assert f"primus-launch tune: warning: {said}" in cap.err
+
+
+def test_a_setting_wider_than_the_column_goes_under_its_row():
+    """user14: a Primus MI355X 8B tune printed ``dp_sharding=optimizer_`` / ``grads`` in a 22-column cell (its
+    wide memory cell, "194.6 (190.6-202.5) fits", left that little room): a setting wider than the column puts
+    every row's changes under the row, whole."""
+    orig = Plan(model=ModelArch(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                                vocab_size=128256, seq_length=8192),
+                parallel={"tp": 2}, training=Training(global_batch_size=128), cluster=Cluster(num_nodes=1, gpus_per_node=8))
+    best = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={"dp_sharding": "optimizer_grads"})})
+    other = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1, "dp_sharding": "optimizer_grads"})})
+    top = [_trial(orig, best, 13.5), _trial(orig, other, 13.6)]
+    res = SimpleNamespace(top=top, baseline=SimpleNamespace(plan=orig), best_plan=other, no_reference=None)
+    assert "dp_sharding=optimizer_grads" in _top_table(res)   # a narrow memory cell: the column holds it whole
+    for t in top:
+        t.peak_memory_bytes, t.peak_band_bytes, t.verdict = 194.6 * 2**30, (190.6 * 2**30, 202.5 * 2**30), "fits"
+    text = _top_table(res)
+    lines = text.splitlines()
+    assert all(len(ln) <= WIDTH for ln in lines)
+    assert "changes (under each row)" in lines[0]
+    assert "      dp_sharding=optimizer_grads" in lines and "optimizer_\n" not in text
+
+
+def test_a_stopped_search_says_the_work_spent_not_a_limit_it_was_not_given():
+    """user14: ``--max-work 5`` printed "the work limit (30 units of bounding and scoring, and 1,379 of a warm
+    start) stopped the search": 30 read as the limit.  It is the work the search spent (a step may pass the limit;
+    the warm start is apart from it): said as spent.  Truth: the certificate's own work counts."""
+    from primus_launch.tuner.branch_bound import certificate_text
+    from primus_launch.tuner.result import Certificate
+
+    cert = Certificate(certified=False, plans=52_088, scored=49, bounded_memory=34, open=52_005, best_s=13.66,
+                       lower_bound_s=12.7, gap=0.077, work=30 + 1_379, warm_work=1_379)
+    text = certificate_text(cert)
+    assert text.startswith("no certificate: the work limit (--max-work) stopped the search after 30 units of "
+                           "bounding and scoring, and 1,379 of a warm start, with 52,005 of 52,088 plans open; ")
+    assert "limit (30" not in text and "7.7 % slower" in text

@@ -635,6 +635,7 @@ refuse_diffs = _refuse_diffs
 with_source = _with_source
 with_launch_env = _with_launch_env
 cluster_edits = _cluster_edits
+default_cluster_note = _default_note
 files_from_run_root = _files_from_run_root
 
 __all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron"]

@@ -47,8 +47,8 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import (cluster_edits, plan_diffs, refuse_diffs, stated_cluster, with_source,
-                                             write_rendered)
+from primus_launch.adapters.megatron import (cluster_edits, default_cluster_note, plan_diffs, refuse_diffs,
+                                             stated_cluster, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, changed_args, convert, plan_from_args
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, mapping_root, scalar_text
@@ -395,8 +395,12 @@ def _parse(text: str, path: str, given: Cluster | None,
     rec = from_nemo1_yaml(text, path)
     if given is not None:
         return rec, given
-    cfg = {**ms.comment_config(text), "nodes": str(rec.nodes_count), "gpus_per_node": str(rec.devices)}
+    comment = ms.comment_config(text)
+    cfg = {**comment, "nodes": str(rec.nodes_count), "gpus_per_node": str(rec.devices)}
     written = stated_cluster(cfg, None)
+    # the GPU a config names nowhere (trainer: has no GPU kind) falls back to the default: said in a note, as the
+    # Megatron readers say it (user14: a NeMo config was projected on h100-sxm without a word)
+    default_cluster_note(rec, path, written, {"num_nodes", "gpus_per_node"}, overrides, comment)
     return rec, written.completed(overrides) if overrides else written
 
 

@@ -229,7 +229,6 @@ KEYS: dict[str, Key] = {
                                                   "group_size", "min_replica_size", "semi_sync_method")},
     "experimental.custom_import": _u("", "model: a custom module imported into torchtitan"),
     "experimental.custom_args_module": _NEUTRAL,
-    "experimental.pipeline_parallel_degree": _MAPPED,
 }
 
 
@@ -278,6 +277,14 @@ def check_key_typos(job: dict) -> None:
                                              f"fields); did you mean [{close[0]}]?")
             continue
         leaves = sorted(p.split(".", 1)[1] for p in known if p.startswith(section + "."))
+        # a field of another table (the pre-v0.1 layout's [training] tensor_parallel_degree, [experimental]
+        # pipeline_parallel_degree, now in [parallelism]): refused as TorchTitan refuses it, naming where it lives
+        # (user14: TP=8 and PP=2 written there were projected as TP=1 PP=1)
+        homes = sorted({p.split(".", 1)[0] for p in known if p.split(".", 1)[1:] == [rest]} - {section})
+        if len(homes) == 1 and rest not in leaves:
+            raise PlanError(path, value, f"not a field of TorchTitan's [{section}] (its ConfigManager refuses unknown "
+                                         f"fields; [{homes[0]}] holds it since torchtitan v0.1.0); did you mean "
+                                         f"{homes[0]}.{rest}?")
         close = difflib.get_close_matches(rest, leaves, n=1, cutoff=0.85)
         cut = [leaf for leaf in leaves if leaf.startswith(rest)] if len(rest) >= 3 else []
         if len(cut) == 1 and not close:  # tensor_parallel: a field cut short (tyro takes no abbreviations either)
@@ -412,9 +419,19 @@ def _parse(text: str, where: str) -> dict:
     return parse_toml(text, "recipe", where)
 
 
-def _assumed_note(cl: Cluster) -> str:
-    return (f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
-            "give --gpu / --nodes / --gpus-per-node)")
+_CLUSTER_FLAGS = {"gpu": "--gpu", "num_nodes": "--nodes", "gpus_per_node": "--gpus-per-node"}
+
+
+def _assumed_note(cl: Cluster, overrides: Optional[Mapping[str, Any]] = None) -> str:
+    """The note on a cluster the job does not state; the partial cluster flags ``overrides`` gave are named as
+    given, not as assumed (user14: "--nodes 16" read "16 x 8 h100-sxm assumed ...; give --gpu / --nodes / ...")."""
+    given = [flag for f, flag in _CLUSTER_FLAGS.items() if (overrides or {}).get(f) is not None]
+    rest = [flag for f, flag in _CLUSTER_FLAGS.items() if (overrides or {}).get(f) is None]
+    if not given:
+        return (f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
+                "give --gpu / --nodes / --gpus-per-node)")
+    return (f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu}, {' / '.join(given)} given and the rest assumed "
+            f"(the job states no cluster; give {' / '.join(rest)})")
 
 
 def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
@@ -984,7 +1001,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         stated = header is not None or (isinstance(shard, int) and shard > 0)
         cluster = implied.completed(overrides, implied.world_size if stated else None)
         if header is None and Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
-            notes.append(_assumed_note(cluster))
+            notes.append(_assumed_note(cluster, overrides))
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
                          set_paths=[p for p, _ in leaf_paths(job)], notes=notes)
 

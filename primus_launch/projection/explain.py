@@ -309,7 +309,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         *([("MoE expert GEMMs / dispatcher sync", _moe_host_path_line(plan, prof))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
-                               f"calibrated on calibration rows)"),
+                               f"fitted on the validation's calibration rows: scripts/calibrate.py --show)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
                             "(calibration.SUSTAINED_CLOCK, power-limited architectures)"),
         ("power headroom", _power_headroom_line(gpu)),
@@ -479,13 +479,18 @@ def explain_text(plan: Plan, result: Optional[ProjectionResult] = None) -> str:
         body = [(_clip(r.name, 58), f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
                  _clip(r.source, 110)) for r in sel]
         tot = [sum(getattr(r, a) for r in sel) for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
-        body.append(("sum (pass time: GPU + host rows)", *(f"{x:.3f}" for x in tot), "", ""))
+        # "GPU + host rows" only where the table has host rows (user14: it was said of tables with none)
+        host = any(r.efficiency in (_PLAIN_KINDS["host"], _PLAIN_KINDS["host_ops"]) for r in sel)
+        body.append((f"sum (pass time{': GPU + host rows' if host else ''})", *(f"{x:.3f}" for x in tot), "", ""))
+        # figures as written, to 3 decimals (tabulate's number parsing printed 3.400 as "3.4" and 0.000 as "0")
         out.append(f"{kind} layer: one micro-batch on one GPU (ms)\n"
-                   + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple"))
+                   + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple",
+                              disable_numparse=True, colalign=("left", "right", "right", "right", "left", "left")))
     comm = [(_clip(w, 70), f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", _clip(src, 90)) for w, a, b, c, d, src in comm_rows(plan)]
     out.append("communication of one layer, one micro-batch (ms)\n"
                + tabulate(comm, headers=["collective", "raw fwd", "raw bwd", "exposed fwd", "exposed bwd", "priced on"],
-                          tablefmt="simple"))
+                          tablefmt="simple", disable_numparse=True,
+                          colalign=("left", "right", "right", "right", "right", "left")))
     out.append("framework profile\n" + tabulate(framework_rows(plan), tablefmt="simple"))
     if result is not None:
         bd = [(k, f"{1e3 * v:.1f}", f"{100 * v / (result.iteration_time_s or 1):.1f}") for k, v in result.time_breakdown.items()]

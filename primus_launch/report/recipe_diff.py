@@ -18,9 +18,24 @@ MAX_SHOWN = 16
 LINE_WIDTH = 76
 
 
-def _cut(line: str) -> str:
+#: a longer line is wrapped onto at most this many lines before it is cut
+WRAPPED_LINES = 3
+
+
+def _cut(line: str) -> list[str]:
+    """``line`` stripped, within :data:`LINE_WIDTH` columns: a longer one wrapped at its spaces onto at most
+    :data:`WRAPPED_LINES` lines (the continuations indented two more), the rest cut with "...": cut at one line,
+    a TorchTitan launch line's "--co..." hid the word the tune added at its end (user14)."""
+    import textwrap
+
     s = line.strip()
-    return s if len(s) <= LINE_WIDTH else s[:LINE_WIDTH - 3] + "..."
+    if len(s) <= LINE_WIDTH:
+        return [s]
+    lines = textwrap.wrap(s, LINE_WIDTH, subsequent_indent="  ", break_long_words=True, break_on_hyphens=False)
+    if len(lines) > WRAPPED_LINES:
+        last = lines[WRAPPED_LINES - 1]
+        lines = lines[:WRAPPED_LINES - 1] + [(last if len(last) <= LINE_WIDTH - 4 else last[:LINE_WIDTH - 4]) + " ..."]
+    return lines
 
 
 def _blocks(original: str, tuned: str) -> list[tuple[list[str], list[str]]]:
@@ -60,7 +75,7 @@ def diff_lines(original: str, tuned: str, original_name: str, tuned_name: str) -
         return [f"the tuned recipe is the same text as {original_name} (the recipe's own plan is the best)"]
     counts = ", ".join(f"{v} {k}" for k, v in change_counts(original, tuned, blocks).items() if v)
     out = [f"lines that differ from {original_name}: {counts}"]
-    out += [f"  {s} {_cut(ln)}" for s, ln in ch[:MAX_SHOWN]]
+    out += [f"  {s if i == 0 else ' '} {part}" for s, ln in ch[:MAX_SHOWN] for i, part in enumerate(_cut(ln))]
     if len(ch) > MAX_SHOWN:
         out.append(f"  ... {len(ch) - MAX_SHOWN} more: diff {original_name} {tuned_name}")
     return out

@@ -152,7 +152,10 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
     its days, GPU-hours and cost as two more rows."""
     c, m = r.plan.cluster, r.memory
-    margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
+    # the capacity the verdict compares with, beside the margin ("20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT
+    # FIT" left the reader to work out that 19.6 GiB are usable; user14)
+    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.1f} GiB usable, margin "
+              f"{100 * m.margin_fraction:.0f} %)" if m.margin_fraction else "")
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
         # the range in seconds, as the tokens/s row gives its own: "+3% .. +11%" left the sign to guess (slower or
@@ -364,8 +367,11 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
             out += b
             room -= len(b)
             shown += 1
-        if shown < len(blocks):
-            tail = f"... {len(blocks) - shown} more; " + tail
+        if shown < len(blocks):  # what was left out, by kind ("... 1 more" left the reader to guess which)
+            warned = len(r.warnings)
+            left = [(max(0, warned - shown), "setting(s) not modelled"),
+                    (len(blocks) - max(shown, warned), "note(s)")]
+            tail = "... " + " and ".join(f"{n} more {what}" for n, what in left if n) + "; " + tail
     out.append(tail)
     return "\n".join(out)
 
@@ -394,6 +400,19 @@ MEMORY_TERMS = {
     "reserve": "cached by the allocator but unused, + CUDA context / NCCL outside it",
     "peak": "the sum: the stage's peak on one GPU",
 }
+#: the ``parameters`` term of a Megatron plan in FP8 / FP4 (``projection/memory/mcore.py``: the stored weights plus
+#: Transformer Engine's quantized copies of the linears' weights, all-gathered whole under FSDP): "its shard" alone
+#: read as wrong beside a 70B FSDP run's 80 GiB of "parameters" on one GPU
+LOW_PRECISION_PARAMETERS = ("the weights this GPU holds (its shard) and Transformer Engine's quantized copies of the "
+                            "linears' weights it computes with (whole layers under FSDP)")
+
+
+def memory_term(key: str, r: ProjectionResult) -> str:
+    """What memory term ``key`` of ``r`` holds, in words (:data:`MEMORY_TERMS`; a Megatron plan in FP8 / FP4 holds
+    quantized weight copies in ``parameters`` too: :data:`LOW_PRECISION_PARAMETERS`)."""
+    if key == "parameters" and r.plan.framework == "megatron" and r.plan.training.precision in ("fp8", "fp4"):
+        return LOW_PRECISION_PARAMETERS
+    return MEMORY_TERMS.get(key, "")
 
 
 def _term_width(rows: list[tuple], headers: list[str]) -> int:
@@ -421,7 +440,7 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     out.append(tabulate(times, headers=["time component", "ms", "%", "what it is"], tablefmt="simple",
                         disable_numparse=True, colalign=("left", "right", "right", "left"),
                         maxcolwidths=[None, None, None, _term_width(times, ["time component", "ms", "%", ""])]))
-    mem = [(k, f"{v / GiB:.2f}", MEMORY_TERMS.get(k, "")) for k, v in m.breakdown.items()]
+    mem = [(k, f"{v / GiB:.2f}", memory_term(k, r)) for k, v in m.breakdown.items()]
     mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}", MEMORY_TERMS["peak"]))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
         mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}",

@@ -272,6 +272,15 @@ def _pack(text: str, room: int) -> str:
     return "\n".join(lines)
 
 
+def _settings(text: str) -> list[str]:
+    """The settings of a changes cell as :func:`_pack` places them (``#1 with`` aside, each with the comma that
+    follows it)."""
+    import re
+
+    rest = re.sub(r"^#\d+ with ", "", text).split(", ")
+    return [it + ("," if n < len(rest) - 1 else "") for n, it in enumerate(rest)]
+
+
 def _break_setting(item: str, room: int) -> list[str]:
     """One setting (``knob=value``) in lines of at most ``room`` columns: whole when it fits, else broken
     after its separators (``_ . / - =``: ``account_for_embedding_in_`` / ``pipeline_split=True``), a
@@ -314,7 +323,10 @@ def _top_table(res: TuneResult) -> str:
     room = max(WIDTH - max(len(line) for line in fixed.splitlines()) - 2, 24)
     best = plan_changes(res.baseline.plan, res.best_plan) if res.top else {}
     packed = [_pack(r[-1], room) for r in rows]
-    if max(p.count("\n") for p in packed) < UNDER_ROW_LINES:
+    # a setting wider than the column was cut mid-name ("dp_sharding=optimizer_" / "grads" on a Primus 8B tune;
+    # user14): every row's changes then go under it, across the width
+    cut = any(len(item) > room for r in rows for item in _settings(r[-1]))
+    if max(p.count("\n") for p in packed) < UNDER_ROW_LINES and not cut:
         for rank, (r, p) in enumerate(zip(rows, packed), 1):
             r[-1] = p
             if rank == one and first is not None and first.changes and _same_changes(first.changes, best) \

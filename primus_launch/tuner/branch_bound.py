@@ -633,8 +633,10 @@ def certificate_text(cert: Certificate, memory_certain: bool = False) -> str:
                 f"(a bound is wrong; report it)")
     own = cert.work - cert.warm_work
     warm = f", and {cert.warm_work:,} of a warm start" if cert.warm_work else ""
-    text = (f"no certificate: the work limit ({own:,} units of bounding and scoring{warm}) stopped the search with "
-            f"{cert.open:,} of {cert.plans:,} plans open; " +
+    # the units spent, not the limit: "--max-work 5" read "the work limit (30 units ...)" (user14; a step may pass
+    # the limit, and the warm start's work is apart from it)
+    text = (f"no certificate: the work limit (--max-work) stopped the search after {own:,} units of bounding and "
+            f"scoring{warm}, with {cert.open:,} of {cert.plans:,} plans open; " +
             (f"the best is at most {100 * cert.gap:.1f} % slower than the optimum" if cert.best_s is not None else
              "none of the plans scored is one the memory rule lets be the answer"))
     if cert.memory_groups and WORK_PREFILTER * cert.memory_groups >= own / 2:

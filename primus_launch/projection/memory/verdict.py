@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from primus_launch.projection.memory.band_data import BANDS, COMMAND
+from primus_launch.projection.memory.band_data import BANDS
 
 Verdict = Literal["fits", "tight", "does not fit"]
 MIN_ROWS = 5
@@ -52,10 +52,11 @@ MIN_ROWS = 5
 
 def band_for(framework: str) -> tuple[float, float, int, str]:
     """(low, high, rows, source) of the error band for ``framework`` (the pooled band when the
-    framework's own has fewer than :data:`MIN_ROWS` rows)."""
+    framework's own has fewer than :data:`MIN_ROWS` rows).  The source names the script that prints the band, not
+    its ``--write`` form (band_data.COMMAND): a note in every answer told users to rewrite the installed data file."""
     key = framework if framework in BANDS and BANDS[framework][2] >= MIN_ROWS else "all"
     low, high, n = BANDS[key][:3]
-    return low, high, n, f"{key}: {n} measured configurations ({COMMAND})"
+    return low, high, n, f"{key}: {n} measured configurations, scripts/memory_band.py"
 
 
 def verdict(peak: float, capacity: float, low: float, high: float, margin: float = 0.0,
