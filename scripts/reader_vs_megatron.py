@@ -490,8 +490,13 @@ def _guard_te_imports(tree: Path) -> None:
     """Transformer Engine is not installed here: a module-level ``import transformer_engine as te`` (column 0, so
     in no ``try``; training-moe-june2025 ``megatron/core/transformer/transformer_layer.py``, which uses ``te`` only
     inside functions) is made the guarded import the other modules write (``te = None`` on ImportError), so that
-    the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it."""
+    the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it.  The Transformer Engine
+    extension module itself (``megatron/core/extensions/transformer_engine.py``: module-level classes subclass
+    ``te.pytorch``; core_r0.11.0) keeps its import, so it raises ImportError as on a machine without TE, which its
+    importers catch (``try: from megatron.core.extensions.transformer_engine import ... except ImportError``)."""
     for f in tree.rglob("*.py"):
+        if f.parts[-3:] == ("core", "extensions", "transformer_engine.py"):
+            continue
         text = f.read_text()
         if not re.search(r"^import transformer_engine\b", text, re.M):
             continue
