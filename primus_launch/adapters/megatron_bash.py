@@ -474,8 +474,8 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         if any(arith_sets(sc.src(c).strip("\"'")) is None for c in node.children[1:] if c.is_named):
             notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
-    if t == "command" and node.child_count and node.children[0].type == "command_name" \
-            and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X: as let
+    if t == "command" and node.child_by_field_name("name") is not None \
+            and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X (IFS=, read X too): as let
         notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated (a variable it sets "
                      "keeps its value from before)")
     if t == "expansion":
@@ -495,11 +495,14 @@ _SETTING_BUILTINS = ("read", "mapfile", "readarray", "getopts")
 
 
 def _sets_variable(sc: Script, node: tree_sitter.Node) -> bool:
-    """Whether the simple command ``node`` is one of :data:`_SETTING_BUILTINS` (or ``printf -v``)."""
-    name = sc.src(node.children[0])
+    """Whether the simple command ``node`` is one of :data:`_SETTING_BUILTINS` (or ``printf -v``), after any
+    ``NAME=value`` prefixes (``IFS=, read -r TP PP <<< "$L"``)."""
+    name_node = node.child_by_field_name("name")
+    name = sc.src(name_node)
     if name in _SETTING_BUILTINS:
         return True
-    args = [sc.src(c) for c in node.children[1:] if c.is_named]
+    kids = list(node.children)
+    args = [sc.src(c) for c in kids[kids.index(name_node) + 1:] if c.is_named]
     # printf's options come before its format: `printf -v NAME FMT`, `printf -vNAME FMT`
     return name == "printf" and bool(args) and (args[0] == "-v" or (args[0].startswith("-v") and args[0][2:].isidentifier()))
 
