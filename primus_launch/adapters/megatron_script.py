@@ -874,19 +874,16 @@ def command_output_words(occs: list[Occ]) -> list[UnmodelledFlag]:
     Megatron-LM's parser reads them as flags, so they may set any field; reading the rest while dropping them
     silently projected the defaults (TP 1 for the function's TP 2).  Values of a flag from a substitution are
     noted separately (they are read as their text)."""
-    out: list[UnmodelledFlag] = []
-    run: list[str] = []
-    for o in occs + [Occ("", None, None, [], None)]:  # type: ignore[arg-type]  # sentinel ends the last run
-        if not o.flag and o.whole is not None and o.whole.opaque:
-            run.append(o.whole.text)
-            continue
-        if run:
-            out.append(UnmodelledFlag(flag=" ".join(run), value="(a command's output, not run)", effect=(
-                "time and memory: the words this command substitution prints are arguments of the training command "
-                "(any flag: sizes, parallelism, batch, precision); the reader does not run it, so they are not read "
-                "-- write them out in the script or pass the projection the values")))
-            run = []
-    return out
+    runs: list[list[str]] = [[]]
+    for o in occs:
+        if not o.flag and o.whole.opaque:
+            runs[-1].append(o.whole.text)
+        elif runs[-1]:
+            runs.append([])
+    return [UnmodelledFlag(flag=" ".join(r), value="(a command's output, not run)", effect=(
+        "time and memory: the words this command substitution prints are arguments of the training command (any "
+        "flag: sizes, parallelism, batch, precision); the reader does not run it, so they are not read (write them "
+        "out in the script)")) for r in runs if r]
 
 
 _DOWNLOADERS = {"wget": (("-O", "--output-document"),), "curl": (("-o", "--output"),)}
