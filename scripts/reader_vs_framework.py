@@ -41,6 +41,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -84,7 +85,9 @@ def megatron_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
         chk("moe_ffn_hidden_size", _int(c, "moe_ffn_hidden_size"), m.moe_ffn_hidden_size)
         chk("moe_shared_expert_intermediate_size", _int(c, "moe_shared_expert_intermediate_size") or 0,
             m.moe_shared_expert_intermediate_size)
-        chk("dispatcher", "deepep" if c.get("use_turbo_deepep") else c.get("moe_token_dispatcher_type"),
+        # Turbo DeepEP is patched in only with enable_primus_turbo (moe_dispatcher_patches._is_turbo_deepep_can_patch)
+        turbo_deepep = c.get("use_turbo_deepep") and c.get("enable_primus_turbo")
+        chk("dispatcher", "deepep" if turbo_deepep else c.get("moe_token_dispatcher_type"),
             t.moe_token_dispatcher)
         chk("moe_grouped_gemm", bool(c.get("moe_grouped_gemm")), t.moe_grouped_gemm)
     chk("swiglu", bool(c.get("swiglu")), m.swiglu)
@@ -108,7 +111,7 @@ def megatron_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
     if vpp is None and c.get("num_layers_per_virtual_pipeline_stage"):
         vpp = _int(c, "num_layers") // pp // _int(c, "num_layers_per_virtual_pipeline_stage")
     if vpp is None and c.get("pipeline_model_parallel_layout"):
-        vpp = (str(c["pipeline_model_parallel_layout"]).count("|") + 1) // pp  # stages / PP ranks
+        vpp = (_expand_layout(str(c["pipeline_model_parallel_layout"])).count("|") + 1) // pp  # stages / PP ranks
     if pp > 1:
         chk("vpp", vpp or 1, par.vpp)
     prec = ("fp4" if c.get("fp4") else "fp8" if c.get("fp8") else "bf16" if c.get("bf16") else
@@ -149,14 +152,15 @@ def titan_module_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
         chk(k, par.get(k), got)
     chk("seq_len", tr.get("seq_len"), p.model.seq_length)
     dp = p.cluster.num_nodes * p.cluster.gpus_per_node // (p.parallel.tp * p.parallel.pp * p.parallel.cp)
-    lbs, gbs = tr.get("local_batch_size"), tr.get("global_batch_size", -1)
+    lbs, gbs = tr.get("local_batch_size", tr.get("batch_size")), tr.get("global_batch_size", -1)  # <= 0.1: batch_size
     chk("global_batch", gbs if gbs and gbs > 0 else lbs * dp, t.global_batch_size)
     chk("micro_batch", par.get("pipeline_parallel_microbatch_size") if (par.get("pipeline_parallel_degree") or 1) > 1
         else lbs, t.micro_batch_size)
     g = t.recompute.granularity
     chk("activation_checkpoint", ac.get("mode", "none"), "selective" if g in ("op", "layer") else g)
     comp = c.get("compile", {})
-    chk("compile", bool(comp.get("enable")) and "model" in comp.get("components", ["model"]), t.compile)
+    chk("compile", (bool(comp.get("enable")) and "model" in comp.get("components", ["model"]))
+        or bool(tr.get("compile")), t.compile)  # torchtitan <= 0.1 (Primus's older trainer): training.compile
     conv = (c.get("model", {}) or {}).get("converters") or []
     want = ("mxfp8" if any("quantize.linear.mx" in x for x in conv) else
             "fp8" if any("float8" in x for x in conv) else "bf16")
@@ -164,6 +168,16 @@ def titan_module_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
     chk("enable_cpu_offload", bool(tr.get("enable_cpu_offload")),
         t.offload.optimizer_fraction > 0 or t.offload.weights)
     return out
+
+
+def _expand_layout(text: str) -> str:
+    """A Megatron-LM ``--pipeline-model-parallel-layout`` with its ``(...)*N`` groups written out (megatron-core
+    ``PipelineParallelLayerLayout.from_str``: a group repeated N times), innermost first."""
+    while True:
+        new = re.sub(r"\(([^()]*)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+        if new == text:
+            return text
+        text = new
 
 
 def primus(root: Path) -> collections.Counter:

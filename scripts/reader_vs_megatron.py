@@ -66,6 +66,7 @@ def _child(tree: str, strict: bool) -> None:
     """Read jobs ``{"id", "argv", "world"}`` (JSON lines) from stdin; print ``{"id", "status", "msg", "ns"}``."""
     import importlib.abc
     import importlib.machinery
+    import importlib.util
     import types
     import typing
     import warnings
@@ -102,6 +103,12 @@ def _child(tree: str, strict: bool) -> None:
     # training-moe-june2025 (dfc83ce) param_and_grad_buffer.py annotates with Tuple without importing it: that branch
     # head does not import at all (NameError); with the name supplied its parser runs and the recipes compare
     builtins.Tuple = typing.Tuple  # type: ignore[attr-defined]
+    # core_r0.8.0 tensor_parallel/random.py: `from pkg_resources import packaging` (setuptools, not installed here;
+    # it uses packaging.version only): the packaging module under that name
+    if importlib.util.find_spec("pkg_resources") is None:
+        import packaging.version
+
+        sys.modules["pkg_resources"] = types.SimpleNamespace(packaging=packaging)  # type: ignore[assignment]
     import torch
 
     arch = [9]  # the plan's GPU generation, per job (validate_args asks CUDA_DEVICE_MAX_CONNECTIONS below sm100)
@@ -366,7 +373,9 @@ def megatron_vs_plan(ns: dict, p: Any) -> dict[str, tuple[Any, Any]]:
     chk("num_experts", g("num_experts"), m.num_experts)
     if g("num_experts"):
         chk("moe_router_topk", g("moe_router_topk"), m.moe_router_topk)
-        chk("moe_ffn_hidden_size", g("moe_ffn_hidden_size"), m.moe_ffn_hidden_size or m.ffn_hidden_size)
+        # before --moe-ffn-hidden-size (core_r0.9.0 and older) the experts are ffn_hidden_size wide (moe/experts.py)
+        moe_ffn = g("moe_ffn_hidden_size") if g("moe_ffn_hidden_size") is not None else g("ffn_hidden_size")
+        chk("moe_ffn_hidden_size", moe_ffn, m.moe_ffn_hidden_size or m.ffn_hidden_size)
         chk("moe_shared_expert_intermediate_size", g("moe_shared_expert_intermediate_size") or 0,
             m.moe_shared_expert_intermediate_size)
         d = g("moe_token_dispatcher_type")
@@ -490,8 +499,13 @@ def _guard_te_imports(tree: Path) -> None:
     """Transformer Engine is not installed here: a module-level ``import transformer_engine as te`` (column 0, so
     in no ``try``; training-moe-june2025 ``megatron/core/transformer/transformer_layer.py``, which uses ``te`` only
     inside functions) is made the guarded import the other modules write (``te = None`` on ImportError), so that
-    the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it."""
+    the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it.  The Transformer Engine
+    extension module itself (``megatron/core/extensions/transformer_engine.py``: module-level classes subclass
+    ``te.pytorch``; core_r0.11.0) keeps its import, so it raises ImportError as on a machine without TE, which its
+    importers catch (``try: from megatron.core.extensions.transformer_engine import ... except ImportError``)."""
     for f in tree.rglob("*.py"):
+        if f.parts[-3:] == ("core", "extensions", "transformer_engine.py"):
+            continue
         text = f.read_text()
         if not re.search(r"^import transformer_engine\b", text, re.M):
             continue

@@ -386,7 +386,7 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
             traceback.print_exc()
             continue
         problems = []
-        if family_dir:
+        if family_dir and not (family_dir == "hybrid Mamba" and plan.model.hybrid_pattern):  # hybrids are read
             problems.append(f"a {family_dir} recipe read as a GPT")
         problems += check_flags(plan, rec, f, text, yaml_like)
         problems += check_layout(plan, f, table, root)

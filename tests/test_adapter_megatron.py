@@ -736,3 +736,32 @@ def test_a_command_without_megatron_model_flags_says_so(tmp_path):
         load_megatron(_script(tmp_path, text))
     line = _err_line(e.value)
     assert line.startswith("--num-layers=None: required") and "names none of Megatron-LM's model flags" in line
+
+
+_FN_SCRIPT = '''#!/bin/bash
+TP=${TP:-2}; PP=${PP:-2}
+par_args() { echo "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP"; echo --sequence-parallel; }
+torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py $(par_args) \\
+  --num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 \\
+  --micro-batch-size 1 --global-batch-size 64 --bf16 --tokenizer-type NullTokenizer --vocab-size 32000 --mock-data \\
+  $([ "$MODE" = det ] && echo --deterministic-mode) `# comments run and print nothing` --use-distributed-optimizer
+'''
+
+
+def test_command_output_in_the_arguments_is_read_or_reported(tmp_path):
+    """read17: words a command substitution gives the training command where a flag stands.  A function of echoes
+    is run (bash passes its words: ``--tensor-model-parallel-size 2 ...``; the reader had dropped them and projected
+    Megatron-LM's defaults TP 1 / PP 1 / no SP, with no warning); a backquoted comment prints nothing; any other
+    command (``$([ "$MODE" = det ] && echo --deterministic-mode)``, reduced from Megatron-LM main
+    tests/performance_tests/shell_test_utils/determinism/perf_breakdown.sh: the flag depends on the run's
+    environment) is reported as not modelled instead of silently dropped.  A tuned TP is written back into the
+    variable the function prints."""
+    src = _script(tmp_path, _FN_SCRIPT)
+    plan = load_megatron(src)
+    p = plan.parallel
+    assert (p.tp, p.pp, p.sequence_parallel, p.dp_sharding) == (2, 2, True, "optimizer")
+    (u,) = plan.source.unmodelled
+    assert u.flag.startswith("$([") and "not run" in u.value and "time and memory" in u.effect
+    tuned = render_megatron(plan.with_changes(parallel={"tp": 4}).model_copy(update={"source": plan.source}),
+                            src.read_text())
+    assert "TP=${TP:-4}" in tuned and tuned.count("--tensor-model-parallel-size") == 1

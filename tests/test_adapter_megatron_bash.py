@@ -110,6 +110,14 @@ SNIPPETS = {
     # `local "$K=8"`: the builtin reads NAME=value after expansion; the name is the function's (TP stays 1)
     "local of an expanded name": 'TP=1\nf() { K=TP; local "$K=8"; }\nf\npython x.py $TP\n',
     "arithmetic short-circuit": 'N=1\npython x.py $(( 0 && 1/0 )) $(( N || 5%0 )) $(( N ? 2 : 1/0 )) $(( 0 ? 1/0 : 3 ))\n',
+    # read17: a function of echoes building part of the command line, called in a substitution (the words were
+    # opaque and dropped: TP read as 1 for the function's 2); quoted, its lines stay one word
+    "function of echoes in a substitution": ('TP=2\npar() { echo "--tp $TP --pp $1"; echo --sp; }\n'
+                                             'python x.py $(par 4) "$(par 8)" `par "a  b"`\n'),
+    # read17: backquoted comments between a long command's lines (Megatron-LM branch dmc examples/dmc/train.sh):
+    # bash runs the comment, which prints nothing; tree-sitter-bash ran the comment past the closing backquote
+    # (the script was refused as not bash)
+    "backquoted comments": ('X="p `# c3` q"\npython x.py a `# c1` b \\\n  `# c2 x` \\\n  c $X "$X"\n'),
 }
 
 

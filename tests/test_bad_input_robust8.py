@@ -99,7 +99,9 @@ def test_the_text_answer_and_an_error_line_escape_them_too(tmp_path):
     ("mapfile -t LINES < /dev/null\n", "'mapfile -t LINES' not evaluated"),
     ("readarray -t LINES < /dev/null\n", "'readarray -t LINES' not evaluated"),
     ('while getopts "t:" o; do TP_SIZE=$OPTARG; done\n', "'getopts \"t:\" o' not evaluated"),
-], ids=["printf-v", "printf-vNAME", "read", "mapfile", "readarray", "getopts"])
+    # read17: after a NAME=value prefix the builtin was not recognised (no note: TP_SIZE kept silently)
+    ('IFS=, read -r TP_SIZE PP <<< "4,2"\n', "'IFS=, read -r TP_SIZE PP <<< \"4,2\"' not evaluated"),
+], ids=["printf-v", "printf-vNAME", "read", "mapfile", "readarray", "getopts", "IFS-prefixed-read"])
 def test_bash_builtins_that_set_a_variable_are_noted(tmp_path, snippet, words):
     """The value projected is the one from before (TP=2, as the script states above the builtin), and said."""
     (tmp_path / "r.sh").write_text(BASH.replace("SEQ_LENGTH=8192\n", "SEQ_LENGTH=8192\n" + snippet, 1))

@@ -10,8 +10,10 @@ script, positional parameters (``$1``, ``$@``, given after the recipe path, ``sh
 and ``[srun ...] bash -c "$CMD"`` strings, ``eval`` (its joined arguments run as shell code), ``for NAME in
 WORDS`` loops over known words, ``${VAR:offset:length}``.  ``while`` / ``until`` / C-style loops, for loops
 over command output and process substitution are skipped with a warning; subshells ``( ... )`` and
-``(( ... ))`` are skipped; ``$(command)`` substitutions stay opaque, except ``$(echo ...)`` and
-``$(echo ... | cut ...)``, which are computed; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
+``(( ... ))`` are skipped; ``$(command)`` substitutions stay opaque, except ``$(echo ...)``,
+``$(echo ... | cut ...)``, ``$(FUNCTION ARGS)`` of a function whose body is only ``echo`` commands, and a comment
+alone (`` `# note` ``: no output), which are computed; file tests (``[ -f x ]``) are taken as true.  Variables the
+script does not set are unset:
 the environment of this process is never read (topology comes from the plan, not from the machine).
 
 Every character of every expanded word remembers where it came from: ``lit`` is the offset of the
@@ -24,8 +26,9 @@ tree-sitter-bash 0.25 cannot parse some valid ``${...}`` forms (``"${X:-a|b}"``,
 ``${X:---flag}``, ``${S%%[*}``, ``${A:$N+1}``): such an expansion's body is blanked for the parse
 and read from the script's text here (name, operator and a literal or ``$``-expanding argument).
 ``NAME=<file`` (bash: ``NAME=`` and a redirection) is parsed as ``NAME <file``, a redirection to an
-escaped blank (``> \\ ``) with the blank masked.  What bash itself cannot parse is an error naming the
-line and the construct, as ``bash -n`` does: also a redirection whose file is on the next line, which
+escaped blank (``> \\ ``) with the blank masked, a backquoted comment (`` `# note` ``, whose comment
+tree-sitter-bash runs past the closing backquote) as `` `: note` ``.  What bash itself cannot parse is an error
+naming the line and the construct, as ``bash -n`` does: also a redirection whose file is on the next line, which
 tree-sitter-bash accepts.
 """
 
@@ -38,7 +41,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import tree_sitter
 import tree_sitter_bash
@@ -351,6 +354,19 @@ def _escaped_blank_destination(data: bytearray, bad: tree_sitter.Node) -> int | 
     return m.start(1) if m else None
 
 
+_BACKQUOTED_COMMENT = re.compile(rb"(?:^|(?<=[\s\"=(]))`[ \t]*(#)[^`\n]*`", re.M)
+
+
+def _backquoted_comment(data: bytearray) -> int | None:
+    """Offset of the ``#`` of the first backquoted comment (`` `# Model` ``, the idiom that comments the lines of a
+    long command: bash runs the comment, which prints nothing, so the word vanishes) that tree-sitter-bash 0.25
+    cannot parse (its comment runs past the closing backquote to the line's end).  Made ``:`` for the parser only (a
+    blank leaves an empty pair of backquotes it cannot parse either): the evaluator reads the substitution from the
+    text, a comment alone, whose output is empty."""
+    m = _BACKQUOTED_COMMENT.search(bytes(data))
+    return m.start(1) if m else None
+
+
 _REDIRECT_OPS = (">", "<", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<&-", ">&-")
 
 
@@ -419,6 +435,10 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
             if blank is not None:  # `> \ `: the file " " (redirections are not evaluated)
                 data[blank] = 0x5F
                 continue
+            hash_at = _backquoted_comment(data)
+            if hash_at is not None:  # `# Model` -> `: Model`; read from the text: an empty substitution (_pure_cmdsub)
+                data[hash_at] = 0x3A
+                continue
             raise _syntax_error(Script(text, path, original, root, masked, empty), bad)
         p, q, fill = span  # the body is read from the text (${...}) or not needed (arithmetic)
         data[p + 2:q] = b"_" * (q - p - 2) if fill == b"_" else fill[:q - p - 2].ljust(q - p - 2)
@@ -454,8 +474,8 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         if any(arith_sets(sc.src(c).strip("\"'")) is None for c in node.children[1:] if c.is_named):
             notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
-    if t == "command" and node.child_count and node.children[0].type == "command_name" \
-            and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X: as let
+    if t == "command" and node.child_by_field_name("name") is not None \
+            and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X (IFS=, read X too): as let
         notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated (a variable it sets "
                      "keeps its value from before)")
     if t == "expansion":
@@ -475,11 +495,14 @@ _SETTING_BUILTINS = ("read", "mapfile", "readarray", "getopts")
 
 
 def _sets_variable(sc: Script, node: tree_sitter.Node) -> bool:
-    """Whether the simple command ``node`` is one of :data:`_SETTING_BUILTINS` (or ``printf -v``)."""
-    name = sc.src(node.children[0])
+    """Whether the simple command ``node`` is one of :data:`_SETTING_BUILTINS` (or ``printf -v``), after any
+    ``NAME=value`` prefixes (``IFS=, read -r TP PP <<< "$L"``)."""
+    name_node = node.child_by_field_name("name")
+    name = sc.src(name_node)
     if name in _SETTING_BUILTINS:
         return True
-    args = [sc.src(c) for c in node.children[1:] if c.is_named]
+    kids = list(node.children)
+    args = [sc.src(c) for c in kids[kids.index(name_node) + 1:] if c.is_named]
     # printf's options come before its format: `printf -v NAME FMT`, `printf -vNAME FMT`
     return name == "printf" and bool(args) and (args[0] == "-v" or (args[0].startswith("-v") and args[0][2:].isidentifier()))
 
@@ -1080,15 +1103,21 @@ class ShellState:
         """The output of ``$(echo WORDS)`` / ``$(echo WORDS | cut ...)`` (also in backquotes), computed: commands
         with no effect outside their output, which argument-parsing loops use (``KEY=$(echo $ARGUMENT | cut -f1
         -d=)``, Megatron-LM's functional-test scripts up to core_r0.8.0); None for any other command (opaque)."""
+        text = text.lstrip(" \t\n")  # tree-sitter-bash starts a backquoted one in a string at the blanks before it
         inner = text[2:-1] if text.startswith("$(") and text.endswith(")") else \
             text[1:-1] if text.startswith("`") and text.endswith("`") else None
-        if inner is None or "echo" not in inner or self._depth >= MAX_DEPTH:
+        if inner is None or self._depth >= MAX_DEPTH or \
+                ("echo" not in inner and "#" not in inner and not self.functions):
             return None
         try:
             sc = parse_script(inner, self.path)
         except UserError:
             return None
         stmts = _statements(sc.root)
+        if not stmts and not sc.text.strip(" \t\n").startswith("#"):
+            return None
+        if not stmts:  # a comment alone (`# Model`, $(# note)): bash prints nothing, the word vanishes
+            return []
         if len(stmts) != 1:
             return None
         node = stmts[0]
@@ -1099,23 +1128,55 @@ class ShellState:
         sc.origin = mark
         sub = self._child(inner, self.path, sc)
         words = [sub._words(_command_words(sc, c)) for c in cmds]
-        if any(any(t.opaque for t in w) for w in words) or [t.text for t in words[0][:1]] != ["echo"]:
+        if any(any(t.opaque for t in w) for w in words):
             return None
-        args = words[0][1:]
-        while args and args[0].text in ("-n", "-E"):  # the trailing newline goes with the substitution anyway
-            args = args[1:]
-        if any(a.text.startswith("-e") and set(a.text[1:]) <= set("neE") for a in args[:1]) or any("\\" in a.text for a in args):
-            return None  # escapes (echo -e, xpg_echo): not read
-        out: list[PC] = []
-        for a in args:
-            out.extend(([PC(" ", SYNTH)] if out else []) + [p if p.at is None or p.at[0] != mark else PC(p.ch, SYNTH)
-                                                             for p in a.pcs])
-        out = [PC(p.ch, p.lit, (), p.at) for p in out]  # the child's expansion records are not this state's
+        def own(p: PC) -> bool:  # a character written in the substitution's text
+            return p.at is not None and p.at[0] == mark
+
+        if len(cmds) == 1 and words[0] and words[0][0].text in self.functions:
+            args = [[PC(p.ch, SYNTH) if own(p) else p for p in a.pcs] for a in words[0][1:]]
+            out = self._echo_function_output(words[0][0].text, args)
+        elif [t.text for t in words[0][:1]] == ["echo"]:
+            out = _echo_output(words[0][1:], own)
+        else:
+            out = None
+        if out is None:
+            return None
         if len(cmds) == 2:
             kept = cut_indices("".join(p.ch for p in out), [t.text for t in words[1]])
             if kept is None:
                 return None
             out = [out[k] if isinstance(k, int) else PC(k, SYNTH) for k in kept]
+        return out
+
+    def _echo_function_output(self, name: str, args: list[list[PC]]) -> list[PC] | None:
+        """The output of ``$(NAME ARGS)`` where NAME is a function the script defined whose body is only ``echo``
+        commands (``parallel_args() { echo "--tensor-model-parallel-size $TP"; }``, a script building part of its
+        command line), computed with ``$1``... set to ARGS, one line per ``echo`` (bash runs the function in the
+        substitution's subshell: its output is the echoes' lines); None for any other body (opaque).  The body's own
+        characters are computed (not edited in place: another call may print them with other values); the values
+        of variables it expands keep their provenance, as in ``$(echo $TP)``."""
+        fsc, body = self.functions[name]
+        if not body or any(c.type != "command" for c in body):
+            return None
+        first, last = fsc.pos(min(c.start_byte for c in body)), fsc.pos(max(c.end_byte for c in body))
+
+        def own(p: PC) -> bool:  # a character written in the function body (not a variable's value)
+            where = p.lit if fsc.origin is None and p.at is None else \
+                p.at[1] if p.at is not None and p.at[0] == fsc.origin else None
+            return where is not None and first <= where < last
+
+        sub = self._child(fsc.text, fsc.path, fsc)
+        sub.positional = args
+        out: list[PC] = []
+        for c in body:
+            words = sub._words(_command_words(fsc, c))
+            if any(t.opaque for t in words) or [t.text for t in words[:1]] != ["echo"]:
+                return None
+            line = _echo_output(words[1:], own)
+            if line is None:
+                return None
+            out.extend(([PC("\n", SYNTH)] if out else []) + line)
         return out
 
     def _arith_value(self, expr: str, depth: int = 0) -> int:
@@ -2085,6 +2146,21 @@ def _command_end(sc: Script, node: tree_sitter.Node, redirects: tuple[tree_sitte
     while end < len(sc.data) and (sc.data[end] in b" \t\r" or sc.data[end:end + 2] in (b"\\\n", b"\\ ", b"\\\t")):
         end += 2 if sc.data[end] == 0x5C else 1
     return end
+
+
+def _echo_output(args: list[Token], computed: Callable[[PC], bool]) -> list[PC] | None:
+    """What ``echo ARGS`` prints (its words joined by blanks; ``-n`` / ``-E`` dropped: the trailing newline goes with
+    a command substitution anyway), the characters ``computed`` says are the substitution's own marked computed
+    (SYNTH); None with escapes (``echo -e``, xpg_echo: not read)."""
+    while args and args[0].text in ("-n", "-E"):
+        args = args[1:]
+    if any(a.text.startswith("-e") and set(a.text[1:]) <= set("neE") for a in args[:1]) \
+            or any("\\" in a.text for a in args):
+        return None
+    out: list[PC] = []
+    for a in args:
+        out.extend(([PC(" ", SYNTH)] if out else []) + [PC(p.ch, SYNTH) if computed(p) else p for p in a.pcs])
+    return [PC(p.ch, p.lit, (), p.at) for p in out]  # the child's expansion records are not this state's
 
 
 def _statements(node: tree_sitter.Node) -> list[tree_sitter.Node]:

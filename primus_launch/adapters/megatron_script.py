@@ -22,7 +22,7 @@ from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, 
 from primus_launch.adapters.megatron_bash import (PC, VARYING, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
 from primus_launch.errors import UserError
-from primus_launch.plan import GPU_NAMES, PlanError
+from primus_launch.plan import GPU_NAMES, PlanError, UnmodelledFlag
 from primus_launch.plan.sections import normalize_gpu
 
 _COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
@@ -363,6 +363,8 @@ class CommandRecipe:
     # defaults a script this one runs takes: (file, character) -> (variable, offset of the `bash` command here)
     # (megatron_bash.ShellState.run_defaults)
     run_defaults: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    # settings the reader cannot see (command_output_words: a command substitution's words among the arguments)
+    unmodelled: list[UnmodelledFlag] = field(default_factory=list)
 
     def env_values(self) -> dict[str, str]:
         """The launch environment the script sets for the training command, as text."""
@@ -861,7 +863,27 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
                              f"substitution, which is not run (read as its text)")
+    rec.unmodelled = command_output_words(rec.occs)
     return rec
+
+
+def command_output_words(occs: list[Occ]) -> list[UnmodelledFlag]:
+    """One entry per run of arguments that stand where a flag would and come from a command substitution the
+    reader does not run (``pretrain_gpt.py ${ARGS[@]} $(parallel_args)``, a function printing
+    ``--tensor-model-parallel-size 2 ...``; ``$(cat args.txt)``): bash splits the command's output into words and
+    Megatron-LM's parser reads them as flags, so they may set any field; reading the rest while dropping them
+    silently projected the defaults (TP 1 for the function's TP 2).  Values of a flag from a substitution are
+    noted separately (they are read as their text)."""
+    runs: list[list[str]] = [[]]
+    for o in occs:
+        if not o.flag and o.whole.opaque:
+            runs[-1].append(o.whole.text)
+        elif runs[-1]:
+            runs.append([])
+    return [UnmodelledFlag(flag=" ".join(r), value="(a command's output, not run)", effect=(
+        "time and memory: the words this command substitution prints are arguments of the training command (any "
+        "flag: sizes, parallelism, batch, precision); the reader does not run it, so they are not read (write them "
+        "out in the script)")) for r in runs if r]
 
 
 _DOWNLOADERS = {"wget": (("-O", "--output-document"),), "curl": (("-o", "--output"),)}
