@@ -70,7 +70,19 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
     ap.add_argument("--emit", choices=["torchrun", "slurm"],
                     help="print the plan's launch: a torchrun command or a Slurm batch script")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                    help="print the installed version and exit")
     return ap
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), or "(not installed)" when run from a checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("primus-launch")
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def _add_target_args(ap: argparse.ArgumentParser) -> None:

@@ -81,3 +81,17 @@ def test_budget_and_llm_say_they_run_the_planner(tmp_path, capsys):
     assert main(["--tune", str(rec), "--dry-run", "--budget", "3", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["search"] == "planner" and not (d["certificate"] or {}).get("certified")
+
+
+def test_version_is_the_distributions(capsys):
+    """``--version`` prints pyproject.toml's version (user14: a user expects it) and exits 0, before any mode
+    check; the installed distribution is the truth, read independently through tomllib."""
+    import tomllib
+
+    import pytest
+
+    want = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"primus-launch {want}"
