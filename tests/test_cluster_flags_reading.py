@@ -36,17 +36,17 @@ def test_illegal_final_cluster_names_the_flags_and_the_wrapper(tmp_path):
     p = tmp_path / "moe16.sh"
     p.write_text(MOE16)
     with pytest.raises(PlanError, match=r"must divide world size 8 \(cluster from --gpu=h100-sxm; node count and "
-                                        r"GPUs per node as the recipe states\)"):
+                                        r"GPUs per node from the recipe or its defaults\)"):
         load_recipe(p, {"gpu": "h100-sxm"})
     (tmp_path / "w.toml").write_text('[recipe]\npath = "moe16.sh"\n[cluster]\nnodes = 1\n')
     rc, _, err, _ = run_cli(["--project", "w.toml", "--dry-run", "--gpus-per-node", "4"], tmp_path)
     assert rc == 2 and err.count("\n") == 1
-    assert "world size 4 (cluster from w.toml [cluster] nodes=1, --gpus-per-node=4; GPU as the recipe states)" in err
+    assert "world size 4 (cluster from w.toml [cluster] nodes=1, --gpus-per-node=4; GPU from the recipe or its defaults)" in err
     rc, out, err, _ = run_cli(["--project", "w.toml", "--dry-run", "--nodes", "2"], tmp_path)  # the flag wins
     assert rc == 0, err
     argv = MOE16.split("\n")[1].split()  # the same run as a command line
     rc, _, err, _ = run_cli(["--project", "--dry-run", "--nodes", "1", "--", *argv], tmp_path)
-    assert rc == 2 and "world size 8 (cluster from --nodes=1; GPUs per node and GPU as the recipe states)" in err
+    assert rc == 2 and "world size 8 (cluster from --nodes=1; GPUs per node and GPU from the recipe or its defaults)" in err
 
 
 def test_partial_flags_on_a_titan_toml(tmp_path):

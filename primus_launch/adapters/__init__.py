@@ -87,7 +87,7 @@ def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional
     rest = [w for k, w in (("num_nodes", "node count"), ("gpus_per_node", "GPUs per node"), ("gpu", "GPU"))
             if k not in overrides]
     return PlanError(e.field, e.value, f"{e.allowed} (cluster from {said}"
-                     + (f"; {' and '.join(rest)} as the recipe states" if rest else "") + ")")
+                     + (f"; {' and '.join(rest)} from the recipe or its defaults" if rest else "") + ")")
 
 
 def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
