@@ -1030,6 +1030,10 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
         upd["training"].update(loss_impl=loss_impl, loss_chunks=loss_chunks)
     if why:
         notes.append(why)
+    if loss_impl == "fla_linear" and plan.parallel.tp > 1:
+        notes.append(f"tensor parallel {plan.parallel.tp}: Primus hands FLA this rank's vocabulary shard of the output "
+                     "weight (and, with sequence parallelism, its sequence shard) with no vocabulary-parallel "
+                     "reduction; projected on those local shapes")
     for var, val, effect in fla_kernel_env(r.launch_env):
         unmod.append(UnmodelledFlag(flag=var, value=val, effect=f"{effect} (Primus FLA runtime knob, launch "
                                                                  "environment)"))
