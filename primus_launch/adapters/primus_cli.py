@@ -232,7 +232,8 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
     cli = cli_overrides(extra)
     text, full_env = read_recipe_text(hit), {**os.environ, **env}
     # no node count stated: the one the layout needs, on the GPU / node size given
-    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None)
+    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None,
+                          launch_env=env)
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
     src = plan.source.model_copy(update={"path": str(p) if label != "command" else str(hit),

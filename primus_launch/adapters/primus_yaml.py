@@ -59,6 +59,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
+from primus_launch.adapters.primus_fla import fla_kernel_env, fla_loss
 from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
@@ -279,6 +280,9 @@ class Resolved:
     #: key -> (its text in the experiment file, the environment variables it reads with their values) where the
     #: file writes a ``${VAR}`` / ``${VAR:default}`` value: an error names the variable and its value as given
     env_refs: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    #: the environment the recipe starts Primus's trainer in (its launch script's exports, then the experiment's
+    #: ``env:`` block): what Primus's runtime patches read from ``os.environ`` (adapters/primus_fla.py)
+    launch_env: dict[str, str] = field(default_factory=dict)
 
 
 def _env_refs(raw: Any, env: Mapping[str, str]) -> dict[str, tuple[str, dict[str, str]]]:
@@ -494,7 +498,8 @@ _PRIMUS_UNMODELLED = {
 _PRIMUS_MAPPED = {"recompute_layer_ids", "no_fp8_weight_transpose_cache", "enable_primus_turbo", "use_turbo_deepep",
                   "moe_router_force_load_balancing_type",
                   "turbo_sync_free_moe_stage", "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
-                  "pp_algorithm", "torch_compile", "enable_zb_runtime"}
+                  "pp_algorithm", "torch_compile", "enable_zb_runtime",
+                  "fused_ce_mode", "fused_ce_chunks"}  # training.loss_impl / loss_chunks (adapters/primus_fla.py)
 # Megatron / Primus keys with no effect on step time or memory (numerics, logging, data, checkpoints)
 _NEUTRAL_RE = re.compile(
     r"^(lr|min_lr|lr_.*|.*_lr|weight_decay.*|start_weight_decay|end_weight_decay|adam_.*|sgd_.*|clip_grad|"
@@ -1020,6 +1025,18 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
                 "time: Primus's router (since 253b3322, router.py _force_even_routing) routes forced balance round "
                 "robin under the all-to-all dispatcher too; priced as Megatron's random logits there")))
     upd["training"].update(primus_training_changes(cfg))
+    loss_impl, loss_chunks, why = fla_loss(cfg, r.launch_env, hybrid)
+    if loss_impl != "framework":
+        upd["training"].update(loss_impl=loss_impl, loss_chunks=loss_chunks)
+    if why:
+        notes.append(why)
+    if loss_impl == "fla_linear" and plan.parallel.tp > 1:
+        notes.append(f"tensor parallel {plan.parallel.tp}: Primus hands FLA this rank's vocabulary shard of the output "
+                     "weight (and, with sequence parallelism, its sequence shard) with no vocabulary-parallel "
+                     "reduction; projected on those local shapes")
+    for var, val, effect in fla_kernel_env(r.launch_env):
+        unmod.append(UnmodelledFlag(flag=var, value=val, effect=f"{effect} (Primus FLA runtime knob, launch "
+                                                                 "environment)"))
     if plan.model.is_moe:
         upd["training"].update(_turbo_moe(cfg, stage))
     tc = cfg.get("torch_compile")
@@ -1077,11 +1094,15 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optiona
 # ----------------------------------------------------------------------------- reading
 def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = None,
                    primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None,
-                   cli: Optional[dict] = None, overrides: Optional[Mapping[str, Any]] = None) -> Plan:
+                   cli: Optional[dict] = None, overrides: Optional[Mapping[str, Any]] = None,
+                   launch_env: Optional[Mapping[str, str]] = None) -> Plan:
     """The plan of a Primus experiment's text (``path`` locates ``extends`` and the Primus checkout;
     ``cli``: command-line overrides, see :func:`resolve`), on ``cluster``, else the one picked to fit its
-    layout (:func:`default_cluster`) completed by partial cluster flags ``overrides``."""
+    layout (:func:`default_cluster`) completed by partial cluster flags ``overrides``.  ``launch_env``: the
+    variables the recipe's launch states (a launch script's exports, a command's ``NAME=value`` words), under
+    the experiment's own ``env:`` block (:attr:`Resolved.launch_env`); never this process's environment."""
     r = resolve(Path(path), text, primus_root, env, cli)
+    r.launch_env = {**{str(k): str(v) for k, v in (launch_env or {}).items()}, **experiment_env(text)}
     return _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
         _torchtitan_plan(r, cluster, overrides)
 

@@ -522,7 +522,18 @@ class Training(BoundedSection):
                                                           "'loss'; v0.2 training.compile; memory only)")
     loss_chunks: int = Field(default=1, ge=1, description="TorchTitan: sequence chunks the lm_head + loss run in, "
                                                          "each with its own backward (0.3 ChunkedLossWrapper "
-                                                         "num_chunks); 1 = one full-sequence loss; memory only")
+                                                         "num_chunks); 1 = one full-sequence loss; memory only.  "
+                                                         "loss_impl fla_linear: the num_chunks asked of FLA's "
+                                                         "FusedLinearCrossEntropyLoss (token chunks; FLA caps it "
+                                                         "at ceil(V / h) and rounds the chunk to a power of 2)")
+    loss_impl: Literal["framework", "fla_linear", "fla"] = Field(
+        default="framework",
+        description="the output layer + loss implementation: framework = the trainer's own (Megatron: "
+                    "cross_entropy_loss_fusion / cross_entropy_fusion_impl say which); fla_linear = "
+                    "flash-linear-attention's FusedLinearCrossEntropyLoss (output GEMM, loss and both gradients "
+                    "computed in the forward, loss_chunks token chunks, fp32 weight-gradient accumulator; Primus "
+                    "MambaModel fused_ce_mode 1); fla = FLA's FusedCrossEntropyLoss on materialised bf16 logits, "
+                    "gradient written into them (Primus fused_ce_mode 2); memory.activations / cost.stage_extras")
     moe_glue_eager: bool = Field(
         default=False, description="TorchTitan v0.2's MoE: MoE.forward's routing glue and the expert-parallel "
                                    "permute / unpermute run eager, with compile.enable too (an MoE block is "

@@ -59,17 +59,19 @@ class LayerContext:
     ops: dict | None
     made: dict[str, LayerOps] = field(default_factory=dict)
     shares: dict[str, PassTimes] = field(default_factory=dict)
+    #: (training.loss_impl, FLA chunks asked): the output head + loss implementation (cost/stage_extras.py)
+    loss: tuple = ("framework", 1)
 
     @classmethod
     def build(cls, key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
               ops: dict | None) -> LayerContext:
         """The context of ``roofline._build_layers``'s arguments (``cfg``: ``roofline._cfg``'s tuple)."""
         prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, \
-            f8g, bf16_lin, fp8_attn, mx_dim1, wacc_bytes = cfg
+            f8g, bf16_lin, fp8_attn, mx_dim1, loss, wacc_bytes = cfg
         expert_gemm, sync_free, glue_eager, router_pad, bwd_sync = moe_impl
         return cls(arch_from_key(key), tp, cp, ep, etp, sp, b, gpu, prof, recipe, fmt, wq_div, host, graphs, grouped,
                    dispatcher, cp_type, prec, insitu, ub, router, expert_gemm, sync_free, glue_eager, router_pad,
-                   bwd_sync, f8g, bf16_lin, fp8_attn, mx_dim1, wacc_bytes, ops)
+                   bwd_sync, f8g, bf16_lin, fp8_attn, mx_dim1, wacc_bytes, ops, loss=loss)
 
     def new(self, kind: str) -> LayerOps:
         """A fresh accumulator for layer kind ``kind``, its op list kept in ``ops[kind]``."""

@@ -131,6 +131,7 @@ def _cfg(plan: Plan) -> tuple:
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
             t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda",
+            (t.loss_impl, t.loss_chunks if t.loss_impl == "fla_linear" else 1),
             wacc.bytes_per_weight_element(plan))
 
 

@@ -3,14 +3,18 @@ stage) and one MTP depth's own modules; and the per-kind summary of a build's op
 
 Formulas: embedding gather ``4 T h`` bytes forward, its gradient scatter-add into fp32 ``T h (A + 4 + 4)`` bytes
 (weight-grad); head: final norm, the bf16 output GEMM [T, V/t, h], cross-entropy at ``T V/t`` x
-:data:`~primus_launch.projection.cost.elementwise_bytes.CE_BYTES`; MTP (megatron-core ``MultiTokenPredictionLayer``,
-``multi_token_prediction.py``): enorm + hnorm, the shifted tokens' embedding gather, ``eh_proj`` [T, h/t, 2h].
+:data:`~primus_launch.projection.cost.elementwise_bytes.CE_BYTES` (``training.loss_impl`` fla: FLA's
+``FusedCrossEntropyLoss``, one Triton kernel a pass, the ``fused`` row; fla_linear: no output GEMM here,
+:mod:`~primus_launch.projection.cost.fla_loss` prices FLA's fused linear cross-entropy); MTP (megatron-core
+``MultiTokenPredictionLayer``, ``multi_token_prediction.py``): enorm + hnorm, the shifted tokens' embedding gather,
+``eh_proj`` [T, h/t, 2h].
 """
 
 from __future__ import annotations
 
 from primus_launch.projection.cost.compute import elementwise_time
 from primus_launch.projection.cost.elementwise_bytes import A, CE_BYTES
+from primus_launch.projection.cost.fla_loss import fla_linear_head
 from primus_launch.projection.cost.layer_context import LayerContext
 from primus_launch.projection.cost.layer_ops import LayerOps
 from primus_launch.projection.layer_times import PassTimes
@@ -33,8 +37,13 @@ def stage_extras(ctx: LayerContext) -> tuple[PassTimes, PassTimes, PassTimes | N
     acc = new("head")
     V = m.padded_vocab_size(tp) // tp
     acc.norm(Tn * h, m, "final norm")
+    impl, chunks = ctx.loss
+    if impl == "fla_linear":   # FLA's fused linear cross-entropy on the SP shard, no output layer (cost/fla_loss.py)
+        fla_linear_head(acc, Tn, V, h, chunks, gpu)
+        head = acc.times(host, frozenset())
+        return emb, head, _mtp(ctx)
     acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
-    ce = acc.prof.ce
+    ce = "fused" if impl == "fla" else acc.prof.ce   # FLA's FusedCrossEntropyLoss: one Triton kernel a pass
     fb, bb, kf, kb = CE_BYTES[ce]
     f0, bi0 = acc.f, acc.bi
     acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
@@ -42,17 +51,22 @@ def stage_extras(ctx: LayerContext) -> tuple[PassTimes, PassTimes, PassTimes | N
     acc.count(kf, kb)
     acc.record(f"cross-entropy ({ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
     head = acc.times(host, frozenset())
+    return emb, head, _mtp(ctx)
 
-    mtp = None
-    if m.mtp_num_layers:
-        acc = new("mtp")
-        acc.norm(Tn * h, m, "MTP enorm")
-        acc.norm(Tn * h, m, "MTP hnorm")
-        acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
-        acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
-        acc.quant_flush()
-        mtp = acc.times(host, graphs)
-    return emb, head, mtp
+
+def _mtp(ctx: LayerContext) -> PassTimes | None:
+    """One MTP depth's own modules (module doc), None without MTP."""
+    m, T, Tn, tp = ctx.m, ctx.T, ctx.Tn, ctx.tp
+    if not m.mtp_num_layers:
+        return None
+    h = m.hidden_size
+    acc = ctx.new("mtp")
+    acc.norm(Tn * h, m, "MTP enorm")
+    acc.norm(Tn * h, m, "MTP hnorm")
+    acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
+    acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
+    acc.quant_flush()
+    return acc.times(ctx.host, ctx.graphs)
 
 
 def ops_summary(ops: dict | None, made: dict[str, LayerOps], host: float, graphs: frozenset) -> None:

@@ -442,12 +442,58 @@ def _head_dims(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: in
     return sb, spd, arch.hidden_size, arch.padded_vocab_size(tp) / tp, stats
 
 
-CrossEntropy = str  # "unfused" | "native" | "te"
+CrossEntropy = str  # "unfused" | "native" | "te" | "fla_linear" | "fla" (Plan.training.loss_impl)
+
+#: flash-linear-attention's commit the FLA loss models are read from (fla/modules/fused_linear_cross_entropy.py,
+#: fla/modules/fused_cross_entropy.py)
+FLA_COMMIT = "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89"
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def fla_linear_chunk(n: int, h: int, v: int, chunks: int) -> tuple[int, int]:
+    """(rows per chunk ``C``, chunks ``NC``) FLA's ``fused_linear_cross_entropy_forward`` runs ``n`` tokens in
+    (fused_linear_cross_entropy.py @bc3b101 l. 303-309): ``NC = min(chunks, ceil(V / h))``,
+    ``C = next_power_of_2(ceil(n / NC))``, then ``NC = ceil(n / C)``; ``C`` capped at ``n`` (one chunk)."""
+    nc = max(1, min(chunks, -(-v // max(1, h))))
+    c = _next_pow2(-(-n // nc))
+    return min(c, n), -(-n // c)
+
+
+def fla_linear_loss_bytes(n: int, h: int, v: int, chunks: int, abytes: int = 2) -> tuple[float, float]:
+    """(saved for backward, forward peak) bytes of FLA's ``FusedLinearCrossEntropyLoss`` on ``n`` tokens
+    ``[n, h]``, output weight ``[v, h]`` in ``abytes`` (fla @bc3b101 ``fla/modules/fused_linear_cross_entropy.py``,
+    ``accumulate_grad_in_fp32`` True, no bias, no L2Warp).  The forward computes the loss and both gradients
+    chunk by chunk (``C`` rows, :func:`fla_linear_chunk`); the backward only scales them in place
+    (``elementwise_mul_kernel``, l. 413-454):
+
+    - saved (l. 536-541): ``dx`` ``[n, h]`` (``zeros_like(x)``, l. 312) and the weight gradient cast to the
+      weight's dtype (``dw.to(weight)``, l. 406-407): ``a (n h + v h)``;
+    - forward peak on top of the inputs, the larger of
+      the loop (l. 327-400; at the ``addmm`` into ``dw``): ``dx`` + the fp32 ``dw`` accumulator (l. 319) + the
+      fp32 per-token loss (l. 323) + the chunk's logits ``a C v`` (``F.linear``, the Triton cross-entropy kernel
+      writes their gradient into them) + their transposed fp32 copy ``c_logits.t().to(fp32)`` ``4 C v`` (l. 397) +
+      the fp32 copy of the chunk's input ``4 C h`` (l. 334-335) + its fp32 log-sum-exp ``4 C`` (l. 339), i.e.
+      ``a n h + 4 v h + 4 n + (a + 4) C v + 4 C h + 4 C``; and the end (l. 405-407): ``dx`` + fp32 ``dw`` + its
+      cast ``a v h`` + the last chunk's logits, input copy and log-sum-exp still referenced.  With fp32 weights
+      (``a`` = 4) the two casts are no-ops.  Checked against a torch re-statement of the chunk loop
+      (tests/test_fla_fused_loss.py).
+    FLOPs: ``2 n v h`` (logits) + ``2 n h v`` (dx) + ``2 v h n`` (dw, an fp32 GEMM), all in the forward."""
+    c, nc = fla_linear_chunk(n, h, v, chunks)
+    last = n - (nc - 1) * c
+    cast = 4.0 if abytes < 4 else 0.0
+    saved = float(abytes) * (n * h + v * h)
+    base = abytes * n * h + 4.0 * v * h + 4.0 * n
+    loop = base + (abytes + cast) * c * v + cast * c * h + 4.0 * c
+    end = base + abytes * v * h + abytes * last * v + cast * last * h + 4.0 * last
+    return saved, max(loop, end)
 
 
 def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
                             abytes: int = 2, impl: ActivationImpl = TE,
-                            ce: CrossEntropy = "unfused") -> tuple[float, float]:
+                            ce: CrossEntropy = "unfused", loss_chunks: int = 1) -> tuple[float, float]:
     """(kept, transient) bytes of the last stage's final norm, output layer and loss.
 
     Kept until backward: final-norm input, output-layer input and the loss's saved tensor:
@@ -472,9 +518,32 @@ def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp:
 
     Also transient: the output layer's input at full sequence length (and under SP one more sequence
     shard), measured in tests/test_memory.py.  ``V`` = padded vocabulary.
+
+    FLA's losses in Primus's ``MambaModel`` (Primus fd1eeabb ``patches/mamba_fused_ce_patches.py`` l. 78-103;
+    ``training.loss_impl``, adapters/primus_fla.py):
+
+    - ``fla_linear`` (``FusedLinearCrossEntropyLoss``, ``loss_chunks`` asked): the output layer is not called;
+      the final norm's output ``[s/t, b, h]`` (the SP shard: no gather) goes ``permute(1, 0, 2).reshape`` --
+      a copy when ``b`` > 1 -- into FLA with the vocabulary-shard weight; kept: the final-norm input and
+      :func:`fla_linear_loss_bytes`' saved ``dx`` and bf16 ``dw`` (in place of the output-layer input and the
+      softmax); transient: the norm output, its copy, and the loss's forward peak beyond what it saves;
+    - ``fla`` (``FusedCrossEntropyLoss(inplace_backward=True)``, fla/modules/fused_cross_entropy.py
+      ``CrossEntropyLossFunction``: saves the logits, writes the gradient into them): the logits ``a sb V/t``
+      kept, as ``te``; ``permute(1, 0, 2).reshape`` copies them when ``b`` > 1, so the output layer's logits
+      are alive beside the copy in the forward (and the output layer's backward makes the permuted gradient
+      contiguous): ``a sb V/t`` more transient.
     """
     sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
+    if ce == "fla_linear":
+        n = int(sb // spd)
+        saved, peak = fla_linear_loss_bytes(n, h, int(v), loss_chunks, abytes)
+        kept = impl.norm_bytes * n * h + stats + saved
+        x = abytes * n * h * (2.0 if mbs > 1 else 1.0)   # the norm output (+ its [b s, h] copy)
+        return kept, x + peak - saved
     kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd
+    if ce == "fla":
+        return kept + abytes * sb * v, (abytes * sb * v if mbs > 1 else 0.0) + abytes * sb * h * (
+            1 + (1 / spd if sp else 0))
     kept += abytes * sb * v if ce == "te" else 4.0 * sb * v
     copy = abytes if abytes < 4 else 0.0  # the logits beside their fp32 copy (none when they are fp32)
     loss = {"te": 0.0, "native": 4.0 + copy}.get(ce, copy) * sb * v

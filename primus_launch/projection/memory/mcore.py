@@ -162,7 +162,8 @@ class McoreOpts:
     mb_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage (None = pp)
     layer_ids: tuple[int, ...] = ()  # full recompute of exactly these global layer ids (Primus recompute_layer_ids)
     mtp_ids: tuple = ()  # with layer_ids: [rank][chunk] -> global ids of the chunk's MTP depths
-    ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
+    ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl) | fla_linear | fla
+    loss_chunks: int = 1  # fla_linear: the chunks asked of FLA's FusedLinearCrossEntropyLoss (training.loss_chunks)
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
     attention_mask: bool = True  # the dataloader's batch carries [1, s, s] causal masks (create_attention_mask)
@@ -210,6 +211,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
     opt_fp8 = fp8 if fp8 is not None else t.optimizer_fp8_recipe
     fp32_grads = t.storage_precision == "fp32" or (t.grad_reduce_in_fp32 and (not pa or t.main_grads_dtype == "fp32"))
     ce = ("te" if t.cross_entropy_fusion_impl == "te" else "native") if t.cross_entropy_loss_fusion else "unfused"
+    if t.loss_impl != "framework":   # FLA's losses replace Megatron's (activations.output_activation_bytes)
+        ce = t.loss_impl
     return McoreOpts(
         modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
         offload_modules=tuple(sorted(set(t.offload.activation_modules))),
@@ -221,7 +224,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
                                        optimizer_offload=t.offload.optimizer_fraction),
         exp_avg=STATE_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=STATE_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
         fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
-        mb_group=p.microbatch_group, ce=ce,
+        mb_group=p.microbatch_group, ce=ce, loss_chunks=t.loss_chunks if ce == "fla_linear" else 1,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         attention_mask=t.dataloader_attention_mask,
@@ -396,7 +399,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         d16 = layer_activation_bytes(m, moe=False, **kw16)
         acts16 = (d16, layer_activation_bytes(m, moe=True, **kw16) if m.is_moe else d16)
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl,
-                                                      ce=opts.ce)
+                                                      ce=opts.ce, loss_chunks=opts.loss_chunks)
     if acts is not None:  # measured pieces (projection.measure)
         dense_act, moe_act, (out_kept, out_transient) = acts.dense, acts.moe or acts.dense, acts.output
     last_rank = next(r for r, row in enumerate(layout) if any(c.loss for c in row))
