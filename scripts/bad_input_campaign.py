@@ -1371,6 +1371,51 @@ def robust12_cases() -> list[Case]:
     return out
 
 
+def robust13_cases() -> list[Case]:
+    """The robust13 classes (``--only r13:``): an option given twice with different values -- a Megatron-LM flag in a
+    script or after ``--`` (``--num-layers 32 ... --num-layers 16``), a torchrun option (``--nnodes 1 --nnodes 2``), a
+    TorchTitan override on a 0.3 launch line or a job-TOML command -- was read as the last (argparse's rule) without a
+    word, where a YAML key given twice is noted: now a note names every value; a Megatron-Bridge ``run_config.yaml``
+    switch quoted (``sequence_parallel: 'false'``: Bridge's instantiate keeps the string, true in Python) was read as
+    false: now refused as the Megatron-LM, Primus and NeMo readers refuse it."""
+    out: list[Case] = []
+    titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train"]
+    tp2, tp4 = ["--parallelism.tensor_parallel_degree", "2"], ["--parallelism.tensor_parallel_degree=4"]
+    for tag, files, argv, words in (
+            ("bash:megatron", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --num-layers 16\n", 1)}, ["--project", "r.sh"],
+             ("--num-layers given 2 times with different values ('32', '16')", "'16' is read")),
+            ("bash:torchrun", {"r.sh": BASH.replace(b"--nnodes $NUM_NODES", b"--nnodes $NUM_NODES --nnodes 2", 1)},
+             ["--project", "r.sh"], ("--nnodes given 2 times with different values ('1', '2')",)),
+            ("argv:megatron", {}, ["--project", "--dry-run", "--json", "--", *ARGV, "--tensor-model-parallel-size", "4"],
+             ("--tensor-model-parallel-size given 2 times with different values ('2', '4')",)),
+            ("argv:titan-0.3", {}, ["--project", "--dry-run", "--json", "--", *titan, "--module", "llama3", "--config",
+                                    "llama3_8b", *tp2, *tp4],
+             ("--parallelism.tensor_parallel_degree given 2 times with different values ('2', '4')",)),
+            ("argv:titan-job-toml", {"c.toml": TOML}, ["--project", "--dry-run", "--json", "--", *titan,
+                                                       "--job.config_file", "c.toml", *tp2, *tp4],
+             ("--parallelism.tensor_parallel_degree given 2 times with different values ('2', '4')",)),
+            ("bash:titan-script", {"r.sh": b"NGPU=8 MODULE=llama3 CONFIG=llama3_8b ./run_train.sh "
+                                           b"--parallelism.tensor_parallel_degree 2 --parallelism.tensor_parallel_degree=4\n"},
+             ["--project", "r.sh"], ("--parallelism.tensor_parallel_degree given 2 times",)),
+            ("bash:same-value", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --num-layers 32 --bf16\n", 1)},
+             ["--project", "r.sh"], ())):
+        full = argv if "--" in argv else argv + TAIL
+        out.append(Case(f"r13:repeated:{tag}", "value", files, full, expect_words=words))
+    for key, line in (("model.sequence_parallel", b"  sequence_parallel: true"),
+                      ("optimizer.use_distributed_optimizer", b"  use_distributed_optimizer: true"),
+                      ("mixed_precision.bf16", b"  bf16: true")):
+        for word in (b"'false'", b"'no'", b"'0'", b"'None'", b"'true'", b"''"):
+            data = BRIDGE.replace(line, line.replace(b"true", word), 1)
+            if key.startswith("optimizer."):  # the optimizer section's (the ddp section's comes first)
+                at = BRIDGE.rindex(line)
+                data = BRIDGE[:at] + line.replace(b"true", word) + BRIDGE[at + len(line):]
+            bad = word not in (b"'true'", b"''")
+            out.append(Case(f"r13:bridge-bool:{key}={word.decode()}", "value", {"b.yaml": data},
+                            ["--project", "b.yaml"] + TAIL, expect_refusal=bad,
+                            expect_words=(f"{key}={word.decode()}", "unquoted") if bad else ()))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1402,6 +1447,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust10_cases(rng, quick)
     cases += robust11_cases()
     cases += robust12_cases()
+    cases += robust13_cases()
     return cases
 
 
