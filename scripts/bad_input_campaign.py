@@ -39,7 +39,9 @@ its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under
 the robust12 classes (``--only r12:``): a model bound named by the plan's field (``model.num_experts``), a Primus value
 from the environment (the variable unnamed, 1e400 shown as 'inf'), NeMo ``${oc.env:X}`` resolvers, ``--project r.sh/``,
 a node past the GPU's reference server (noted), a script that exits before training, a virtual-stage count named by the
-wrong flag, a Primus ``modules:`` with no framework or no model.
+wrong flag, a Primus ``modules:`` with no framework or no model; the robust13 classes (``--only r13:``): an option given twice with
+different values (Megatron-LM, torchrun, TorchTitan overrides: noted, the last read), a quoted false Megatron-Bridge
+switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1377,7 +1379,9 @@ def robust13_cases() -> list[Case]:
     TorchTitan override on a 0.3 launch line or a job-TOML command -- was read as the last (argparse's rule) without a
     word, where a YAML key given twice is noted: now a note names every value; a Megatron-Bridge ``run_config.yaml``
     switch quoted (``sequence_parallel: 'false'``: Bridge's instantiate keeps the string, true in Python) was read as
-    false: now refused as the Megatron-LM, Primus and NeMo readers refuse it."""
+    false: now refused as the Megatron-LM, Primus and NeMo readers refuse it; an output naming a tokenizer file the
+    recipe names but the run does not read (``--report tokenizer.model`` under ``--vocab-size``, a ``--merge-file``)
+    replaced it: now refused as an input of the run."""
     out: list[Case] = []
     titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train"]
     tp2, tp4 = ["--parallelism.tensor_parallel_degree", "2"], ["--parallelism.tensor_parallel_degree=4"]
@@ -1413,6 +1417,18 @@ def robust13_cases() -> list[Case]:
             out.append(Case(f"r13:bridge-bool:{key}={word.decode()}", "value", {"b.yaml": data},
                             ["--project", "b.yaml"] + TAIL, expect_refusal=bad,
                             expect_words=(f"{key}={word.decode()}", "unquoted") if bad else ()))
+    # a file the recipe's training run reads but this run does not (a SentencePiece .model under --vocab-size, a
+    # --merge-file): --report / --trace / --out over it replaced the user's tokenizer
+    tok = BASH.replace(b"--tokenizer-model meta-llama/Llama-3.1-8B", b"--tokenizer-model tok.model --vocab-size 128256")
+    for tag, files, argv, victim, flag in (
+            ("report:tokenizer-model", {"r.sh": tok, "tok.model": b"\x0a\x0bsentencepiece"}, ["--project", "r.sh", *TAIL],
+             "tok.model", "--report"),
+            ("trace:merge-file", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --merge-file m.txt\n", 1),
+                                  "m.txt": b"#version: 0.2\nG t\n"}, ["--project", "r.sh", *TAIL], "m.txt", "--trace"),
+            ("tune-out:tokenizer-model", {"r.sh": tok.replace(b"tok.model", b"tok.sh"), "tok.sh": b"x\n"},
+             ["--tune", "r.sh", *TAIL, "--max-work", "200"], "tok.sh", "--out")):
+        out.append(Case(f"r13:run-file:{tag}", "output", files, argv + [flag, victim], expect_refusal=True,
+                        expect_words=(f"{flag}={victim!r}", "input of this run")))
     return out
 
 

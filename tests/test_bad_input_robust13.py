@@ -7,6 +7,8 @@
 - A Megatron-Bridge ``run_config.yaml`` switch quoted (``sequence_parallel: 'false'``) was read as false; Bridge's
   ``instantiate`` keeps the string, true in Python: now refused in one line naming the field, as the Megatron-LM,
   Primus and NeMo YAML readers refuse it.
+- An output (``--report``, ``--trace``, ``--out``) naming a tokenizer file the recipe names but this run does not read
+  (a SentencePiece ``tokenizer.model`` under ``--vocab-size``, a ``--merge-file``) replaced it: now refused as an input.
 """
 
 from __future__ import annotations
@@ -83,3 +85,15 @@ def test_a_quoted_true_bridge_switch_reads_true(tmp_path):
     d, _ = _project(tmp_path, {"b.yaml": BRIDGE.replace("  sequence_parallel: true", "  sequence_parallel: 'true'", 1)},
                     ["--project", "b.yaml", *DRY])
     assert d["plan"]["parallel"]["sequence_parallel"] is True
+
+
+@pytest.mark.parametrize("flag, victim, text", [
+    ("--report", "tok.model", BASH.replace("--tokenizer-model meta-llama/Llama-3.1-8B",
+                                           "--tokenizer-model tok.model --vocab-size 128256")),
+    ("--trace", "m.txt", BASH.replace("    --bf16\n", "    --bf16 --merge-file m.txt\n", 1)),
+])
+def test_an_output_over_a_tokenizer_file_the_recipe_names_is_refused(tmp_path, flag, victim, text):
+    (tmp_path / victim).write_bytes(b"\x0a\x0bsentencepiece")  # never read by this run: its size is --vocab-size's
+    _refused(tmp_path, {"r.sh": text}, ["--project", "r.sh", *DRY, flag, victim], f"{flag}={victim!r}",
+             "input of this run")
+    assert (tmp_path / victim).read_bytes() == b"\x0a\x0bsentencepiece"

@@ -11,6 +11,7 @@ from ``--num-layers-per-virtual-pipeline-stage`` = (layers/PP)/n).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -790,6 +791,26 @@ def _bf16_ends(a: dict[str, Any], precision: str) -> tuple[int, int]:
     return start, end
 
 
+#: Megatron-LM arguments naming a file the training run reads (the tokenizer's; the data files are prefixes)
+RUN_INPUT_FILES = (("tokenizer_model", "--tokenizer-model"), ("vocab_file", "--vocab-file"),
+                   ("merge_file", "--merge-file"))
+
+
+def _remember_run_files(a: dict[str, Any]) -> None:
+    """Each existing file a tokenizer argument names is an input of the run (:func:`primus_launch.inputs.remember`),
+    read here or not (a SentencePiece ``.model`` is not; ``--vocab-size`` given, none is): no output of the run may
+    replace the file the training reads (``--report tokenizer.model`` did)."""
+    from primus_launch.inputs import remember
+
+    for dest, flag in RUN_INPUT_FILES:
+        v = a.get(dest)
+        try:
+            if isinstance(v, str) and v and os.path.isfile(v):
+                remember(v, flag)
+        except (OSError, ValueError):  # a name the kernel cannot take: no file to keep
+            continue
+
+
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
     """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default).
 
@@ -797,6 +818,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
+    _remember_run_files(a)
     cfg = a.get("yaml_cfg")
     if isinstance(cfg, str) and cfg:  # the documented launch of a Megatron YAML recipe: its flags are not the run's
         raise PlanError("--yaml-cfg", cfg, "Megatron-LM then trains with that file's arguments and ignores the "
