@@ -1380,8 +1380,9 @@ def robust13_cases() -> list[Case]:
     word, where a YAML key given twice is noted: now a note names every value; a Megatron-Bridge ``run_config.yaml``
     switch quoted (``sequence_parallel: 'false'``: Bridge's instantiate keeps the string, true in Python) was read as
     false: now refused as the Megatron-LM, Primus and NeMo readers refuse it; an output naming a tokenizer file the
-    recipe names but the run does not read (``--report tokenizer.model`` under ``--vocab-size``, a ``--merge-file``)
-    replaced it: now refused as an input of the run."""
+    recipe names but the run does not read (``--report tokenizer.model`` under ``--vocab-size``, a ``--merge-file``, a
+    file of a Hugging Face tokenizer folder, TorchTitan's ``model.hf_assets_path`` / ``tokenizer_path``) replaced it:
+    now refused as an input of the run."""
     out: list[Case] = []
     titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train"]
     tp2, tp4 = ["--parallelism.tensor_parallel_degree", "2"], ["--parallelism.tensor_parallel_degree=4"]
@@ -1426,7 +1427,15 @@ def robust13_cases() -> list[Case]:
             ("trace:merge-file", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --merge-file m.txt\n", 1),
                                   "m.txt": b"#version: 0.2\nG t\n"}, ["--project", "r.sh", *TAIL], "m.txt", "--trace"),
             ("tune-out:tokenizer-model", {"r.sh": tok.replace(b"tok.model", b"tok.sh"), "tok.sh": b"x\n"},
-             ["--tune", "r.sh", *TAIL, "--max-work", "200"], "tok.sh", "--out")):
+             ["--tune", "r.sh", *TAIL, "--max-work", "200"], "tok.sh", "--out"),
+            ("report:hf-folder-file", {"r.sh": tok.replace(b"tok.model", b"hf"), "hf/tokenizer.json": b"{}",
+                                       "hf/special_tokens_map.json": b"{}"}, ["--project", "r.sh", *TAIL],
+             "hf/special_tokens_map.json", "--report"),
+            ("report:titan-hf-assets", {"r.toml": TOML.replace(b'"./assets/hf/Llama-3.1-8B"', b'"hf"'),
+                                        "hf/tokenizer.json": b"{}"}, ["--project", "r.toml", *TAIL], "hf/tokenizer.json",
+             "--report"),
+            ("trace:titan-tokenizer-path", {"r.toml": TOML.replace(b"[model]", b'[model]\ntokenizer_path = "t.model"', 1),
+                                            "t.model": b"x"}, ["--project", "r.toml", *TAIL], "t.model", "--trace")):
         out.append(Case(f"r13:run-file:{tag}", "output", files, argv + [flag, victim], expect_refusal=True,
                         expect_words=(f"{flag}={victim!r}", "input of this run")))
     return out

@@ -87,13 +87,15 @@ def test_a_quoted_true_bridge_switch_reads_true(tmp_path):
     assert d["plan"]["parallel"]["sequence_parallel"] is True
 
 
-@pytest.mark.parametrize("flag, victim, text", [
-    ("--report", "tok.model", BASH.replace("--tokenizer-model meta-llama/Llama-3.1-8B",
-                                           "--tokenizer-model tok.model --vocab-size 128256")),
-    ("--trace", "m.txt", BASH.replace("    --bf16\n", "    --bf16 --merge-file m.txt\n", 1)),
+@pytest.mark.parametrize("flag, victim, name, text", [
+    ("--report", "tok.model", "r.sh", BASH.replace("--tokenizer-model meta-llama/Llama-3.1-8B",
+                                                   "--tokenizer-model tok.model --vocab-size 128256")),
+    ("--trace", "m.txt", "r.sh", BASH.replace("    --bf16\n", "    --bf16 --merge-file m.txt\n", 1)),
+    ("--report", "hf/tokenizer.json", "r.toml", TOML.replace('"./assets/hf/Llama-3.1-8B"', '"hf"')),
 ])
-def test_an_output_over_a_tokenizer_file_the_recipe_names_is_refused(tmp_path, flag, victim, text):
+def test_an_output_over_a_tokenizer_file_the_recipe_names_is_refused(tmp_path, flag, victim, name, text):
+    (tmp_path / victim).parent.mkdir(exist_ok=True)
     (tmp_path / victim).write_bytes(b"\x0a\x0bsentencepiece")  # never read by this run: its size is --vocab-size's
-    _refused(tmp_path, {"r.sh": text}, ["--project", "r.sh", *DRY, flag, victim], f"{flag}={victim!r}",
+    _refused(tmp_path, {name: text}, ["--project", name, *DRY, flag, victim], f"{flag}={victim!r}",
              "input of this run")
     assert (tmp_path / victim).read_bytes() == b"\x0a\x0bsentencepiece"

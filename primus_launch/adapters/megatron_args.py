@@ -11,7 +11,6 @@ from ``--num-layers-per-virtual-pipeline-stage`` = (layers/PP)/n).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -797,18 +796,13 @@ RUN_INPUT_FILES = (("tokenizer_model", "--tokenizer-model"), ("vocab_file", "--v
 
 
 def _remember_run_files(a: dict[str, Any]) -> None:
-    """Each existing file a tokenizer argument names is an input of the run (:func:`primus_launch.inputs.remember`),
-    read here or not (a SentencePiece ``.model`` is not; ``--vocab-size`` given, none is): no output of the run may
-    replace the file the training reads (``--report tokenizer.model`` did)."""
-    from primus_launch.inputs import remember
+    """Each existing file (or Hugging Face folder) a tokenizer argument names is an input of the run
+    (:func:`primus_launch.inputs.remember_named`), read here or not (a SentencePiece ``.model`` is not; ``--vocab-size``
+    given, none is): no output of the run may replace what the training reads (``--report tokenizer.model`` did)."""
+    from primus_launch.inputs import remember_named
 
     for dest, flag in RUN_INPUT_FILES:
-        v = a.get(dest)
-        try:
-            if isinstance(v, str) and v and os.path.isfile(v):
-                remember(v, flag)
-        except (OSError, ValueError):  # a name the kernel cannot take: no file to keep
-            continue
+        remember_named(a.get(dest), flag)
 
 
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
