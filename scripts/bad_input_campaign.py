@@ -41,7 +41,8 @@ from the environment (the variable unnamed, 1e400 shown as 'inf'), NeMo ``${oc.e
 a node past the GPU's reference server (noted), a script that exits before training, a virtual-stage count named by the
 wrong flag, a Primus ``modules:`` with no framework or no model; the robust13 classes (``--only r13:``): an option given twice with
 different values (Megatron-LM, torchrun, TorchTitan overrides: noted, the last read), a quoted false Megatron-Bridge
-switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused).
+switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused), a launcher
+asking for more nodes than the ``#SBATCH`` header allocates (noted).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1382,7 +1383,8 @@ def robust13_cases() -> list[Case]:
     false: now refused as the Megatron-LM, Primus and NeMo readers refuse it; an output naming a tokenizer file the
     recipe names but the run does not read (``--report tokenizer.model`` under ``--vocab-size``, a ``--merge-file``, a
     file of a Hugging Face tokenizer folder, TorchTitan's ``model.hf_assets_path`` / ``tokenizer_path``) replaced it:
-    now refused as an input of the run."""
+    now refused as an input of the run; ``torchrun --nnodes 4`` under ``#SBATCH --nodes=2`` projected 4 nodes without a
+    word (the job never starts): now noted."""
     out: list[Case] = []
     titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train"]
     tp2, tp4 = ["--parallelism.tensor_parallel_degree", "2"], ["--parallelism.tensor_parallel_degree=4"]
@@ -1418,6 +1420,13 @@ def robust13_cases() -> list[Case]:
             out.append(Case(f"r13:bridge-bool:{key}={word.decode()}", "value", {"b.yaml": data},
                             ["--project", "b.yaml"] + TAIL, expect_refusal=bad,
                             expect_words=(f"{key}={word.decode()}", "unquoted") if bad else ()))
+    # torchrun --nnodes past the #SBATCH allocation: the rendezvous waits for nodes the job lacks (noted, not refused:
+    # sbatch --nodes on the command line wins over the header); within it, or with --nodes given here: no note
+    head = b"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+    for tag, nodes, extra, words in (("past", b"4", [], ("the #SBATCH header allocates 2",)), ("within", b"2", [], ()),
+                                     ("flag", b"4", ["--nodes", "4"], ())):
+        out.append(Case(f"r13:sbatch-nodes:{tag}", "value", {"r.sh": head + BASH.replace(b"NUM_NODES=1", b"NUM_NODES=" + nodes)},
+                        ["--project", "r.sh", *TAIL, *extra], expect_words=words))
     # a file the recipe's training run reads but this run does not (a SentencePiece .model under --vocab-size, a
     # --merge-file): --report / --trace / --out over it replaced the user's tokenizer
     tok = BASH.replace(b"--tokenizer-model meta-llama/Llama-3.1-8B", b"--tokenizer-model tok.model --vocab-size 128256")

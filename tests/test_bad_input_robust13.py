@@ -9,6 +9,8 @@
   Primus and NeMo YAML readers refuse it.
 - An output (``--report``, ``--trace``, ``--out``) naming a tokenizer file the recipe names but this run does not read
   (a SentencePiece ``tokenizer.model`` under ``--vocab-size``, a ``--merge-file``) replaced it: now refused as an input.
+- ``torchrun --nnodes 4`` in a script whose ``#SBATCH`` header allocates 2 nodes was projected on 4 without a word
+  (the rendezvous waits for nodes the job lacks): now noted (sbatch's own ``--nodes`` wins over the header: no refusal).
 """
 
 from __future__ import annotations
@@ -99,3 +101,11 @@ def test_an_output_over_a_tokenizer_file_the_recipe_names_is_refused(tmp_path, f
     _refused(tmp_path, {name: text}, ["--project", name, *DRY, flag, victim], f"{flag}={victim!r}",
              "input of this run")
     assert (tmp_path / victim).read_bytes() == b"\x0a\x0bsentencepiece"
+
+
+@pytest.mark.parametrize("nodes, extra, noted", [("4", [], True), ("2", [], False), ("4", ["--nodes", "4"], False)])
+def test_a_launcher_past_the_sbatch_allocation_is_noted(tmp_path, nodes, extra, noted):
+    text = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n" + BASH.replace("NUM_NODES=1", f"NUM_NODES={nodes}")
+    d, err = _project(tmp_path, {"r.sh": text}, ["--project", "r.sh", *DRY, *extra])
+    assert ("the #SBATCH header allocates 2" in err) == noted, err[-600:]
+    assert d["plan"]["cluster"]["num_nodes"] == int(nodes)  # projected as the launcher (or --nodes) says
