@@ -183,6 +183,31 @@ def remember(path: str | Path, field: str, ident: Optional[tuple[int, int]] = No
     _READ.setdefault(_real(p), (field, ident))
 
 
+MAX_NAMED_FOLDER_FILES = 256   # files of a named folder (a Hugging Face assets folder holds a dozen) kept as inputs
+
+
+def remember_named(path: object, field: str) -> None:
+    """Keep ``path``, a file or folder a recipe names for its training run to read (a tokenizer, a Hugging Face
+    assets folder) but this run need not read, as an input (:func:`remember`): no output may replace it.  A folder:
+    the regular files directly in it (at most :data:`MAX_NAMED_FOLDER_FILES`; a checkpoint tree is not walked).
+    Anything else (no such path, a name the kernel cannot take, not a string) is left alone: the reader judges it."""
+    if not _TRACKING or not isinstance(path, str) or not path:
+        return
+    try:
+        p = Path(path).expanduser()
+        if p.is_file():
+            remember(p, field)
+        elif p.is_dir():
+            with os.scandir(p) as it:
+                for k, e in enumerate(it):
+                    if k >= MAX_NAMED_FOLDER_FILES:
+                        break
+                    if e.is_file():
+                        remember(e.path, field)
+    except (OSError, ValueError):
+        return
+
+
 def inputs_read() -> dict[str, str]:
     """Real path -> field of every file read through this module in the current :func:`run`."""
     return {k: v[0] for k, v in _READ.items()}

@@ -39,7 +39,10 @@ its other flags: they were projected), an ``#SBATCH`` count sbatch refuses under
 the robust12 classes (``--only r12:``): a model bound named by the plan's field (``model.num_experts``), a Primus value
 from the environment (the variable unnamed, 1e400 shown as 'inf'), NeMo ``${oc.env:X}`` resolvers, ``--project r.sh/``,
 a node past the GPU's reference server (noted), a script that exits before training, a virtual-stage count named by the
-wrong flag, a Primus ``modules:`` with no framework or no model.
+wrong flag, a Primus ``modules:`` with no framework or no model; the robust13 classes (``--only r13:``): an option given twice with
+different values (Megatron-LM, torchrun, TorchTitan overrides: noted, the last read), a quoted false Megatron-Bridge
+switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused), a launcher
+asking for more nodes than the ``#SBATCH`` header allocates (noted).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1371,6 +1374,82 @@ def robust12_cases() -> list[Case]:
     return out
 
 
+def robust13_cases() -> list[Case]:
+    """The robust13 classes (``--only r13:``): an option given twice with different values -- a Megatron-LM flag in a
+    script or after ``--`` (``--num-layers 32 ... --num-layers 16``), a torchrun option (``--nnodes 1 --nnodes 2``), a
+    TorchTitan override on a 0.3 launch line or a job-TOML command -- was read as the last (argparse's rule) without a
+    word, where a YAML key given twice is noted: now a note names every value; a Megatron-Bridge ``run_config.yaml``
+    switch quoted (``sequence_parallel: 'false'``: Bridge's instantiate keeps the string, true in Python) was read as
+    false: now refused as the Megatron-LM, Primus and NeMo readers refuse it; an output naming a tokenizer file the
+    recipe names but the run does not read (``--report tokenizer.model`` under ``--vocab-size``, a ``--merge-file``, a
+    file of a Hugging Face tokenizer folder, TorchTitan's ``model.hf_assets_path`` / ``tokenizer_path``) replaced it:
+    now refused as an input of the run; ``torchrun --nnodes 4`` under ``#SBATCH --nodes=2`` projected 4 nodes without a
+    word (the job never starts): now noted."""
+    out: list[Case] = []
+    titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train"]
+    tp2, tp4 = ["--parallelism.tensor_parallel_degree", "2"], ["--parallelism.tensor_parallel_degree=4"]
+    for tag, files, argv, words in (
+            ("bash:megatron", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --num-layers 16\n", 1)}, ["--project", "r.sh"],
+             ("--num-layers given 2 times with different values ('32', '16')", "'16' is read")),
+            ("bash:torchrun", {"r.sh": BASH.replace(b"--nnodes $NUM_NODES", b"--nnodes $NUM_NODES --nnodes 2", 1)},
+             ["--project", "r.sh"], ("--nnodes given 2 times with different values ('1', '2')",)),
+            ("argv:megatron", {}, ["--project", "--dry-run", "--json", "--", *ARGV, "--tensor-model-parallel-size", "4"],
+             ("--tensor-model-parallel-size given 2 times with different values ('2', '4')",)),
+            ("argv:titan-0.3", {}, ["--project", "--dry-run", "--json", "--", *titan, "--module", "llama3", "--config",
+                                    "llama3_8b", *tp2, *tp4],
+             ("--parallelism.tensor_parallel_degree given 2 times with different values ('2', '4')",)),
+            ("argv:titan-job-toml", {"c.toml": TOML}, ["--project", "--dry-run", "--json", "--", *titan,
+                                                       "--job.config_file", "c.toml", *tp2, *tp4],
+             ("--parallelism.tensor_parallel_degree given 2 times with different values ('2', '4')",)),
+            ("bash:titan-script", {"r.sh": b"NGPU=8 MODULE=llama3 CONFIG=llama3_8b ./run_train.sh "
+                                           b"--parallelism.tensor_parallel_degree 2 --parallelism.tensor_parallel_degree=4\n"},
+             ["--project", "r.sh"], ("--parallelism.tensor_parallel_degree given 2 times",)),
+            ("bash:same-value", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --num-layers 32 --bf16\n", 1)},
+             ["--project", "r.sh"], ())):
+        full = argv if "--" in argv else argv + TAIL
+        out.append(Case(f"r13:repeated:{tag}", "value", files, full, expect_words=words))
+    for key, line in (("model.sequence_parallel", b"  sequence_parallel: true"),
+                      ("optimizer.use_distributed_optimizer", b"  use_distributed_optimizer: true"),
+                      ("mixed_precision.bf16", b"  bf16: true")):
+        for word in (b"'false'", b"'no'", b"'0'", b"'None'", b"'true'", b"''"):
+            data = BRIDGE.replace(line, line.replace(b"true", word), 1)
+            if key.startswith("optimizer."):  # the optimizer section's (the ddp section's comes first)
+                at = BRIDGE.rindex(line)
+                data = BRIDGE[:at] + line.replace(b"true", word) + BRIDGE[at + len(line):]
+            bad = word not in (b"'true'", b"''")
+            out.append(Case(f"r13:bridge-bool:{key}={word.decode()}", "value", {"b.yaml": data},
+                            ["--project", "b.yaml"] + TAIL, expect_refusal=bad,
+                            expect_words=(f"{key}={word.decode()}", "unquoted") if bad else ()))
+    # torchrun --nnodes past the #SBATCH allocation: the rendezvous waits for nodes the job lacks (noted, not refused:
+    # sbatch --nodes on the command line wins over the header); within it, or with --nodes given here: no note
+    head = b"#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n"
+    for tag, nodes, extra, words in (("past", b"4", [], ("the #SBATCH header allocates 2",)), ("within", b"2", [], ()),
+                                     ("flag", b"4", ["--nodes", "4"], ())):
+        out.append(Case(f"r13:sbatch-nodes:{tag}", "value", {"r.sh": head + BASH.replace(b"NUM_NODES=1", b"NUM_NODES=" + nodes)},
+                        ["--project", "r.sh", *TAIL, *extra], expect_words=words))
+    # a file the recipe's training run reads but this run does not (a SentencePiece .model under --vocab-size, a
+    # --merge-file): --report / --trace / --out over it replaced the user's tokenizer
+    tok = BASH.replace(b"--tokenizer-model meta-llama/Llama-3.1-8B", b"--tokenizer-model tok.model --vocab-size 128256")
+    for tag, files, argv, victim, flag in (
+            ("report:tokenizer-model", {"r.sh": tok, "tok.model": b"\x0a\x0bsentencepiece"}, ["--project", "r.sh", *TAIL],
+             "tok.model", "--report"),
+            ("trace:merge-file", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --merge-file m.txt\n", 1),
+                                  "m.txt": b"#version: 0.2\nG t\n"}, ["--project", "r.sh", *TAIL], "m.txt", "--trace"),
+            ("tune-out:tokenizer-model", {"r.sh": tok.replace(b"tok.model", b"tok.sh"), "tok.sh": b"x\n"},
+             ["--tune", "r.sh", *TAIL, "--max-work", "200"], "tok.sh", "--out"),
+            ("report:hf-folder-file", {"r.sh": tok.replace(b"tok.model", b"hf"), "hf/tokenizer.json": b"{}",
+                                       "hf/special_tokens_map.json": b"{}"}, ["--project", "r.sh", *TAIL],
+             "hf/special_tokens_map.json", "--report"),
+            ("report:titan-hf-assets", {"r.toml": TOML.replace(b'"./assets/hf/Llama-3.1-8B"', b'"hf"'),
+                                        "hf/tokenizer.json": b"{}"}, ["--project", "r.toml", *TAIL], "hf/tokenizer.json",
+             "--report"),
+            ("trace:titan-tokenizer-path", {"r.toml": TOML.replace(b"[model]", b'[model]\ntokenizer_path = "t.model"', 1),
+                                            "t.model": b"x"}, ["--project", "r.toml", *TAIL], "t.model", "--trace")):
+        out.append(Case(f"r13:run-file:{tag}", "output", files, argv + [flag, victim], expect_refusal=True,
+                        expect_words=(f"{flag}={victim!r}", "input of this run")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1402,6 +1481,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust10_cases(rng, quick)
     cases += robust11_cases()
     cases += robust12_cases()
+    cases += robust13_cases()
     return cases
 
 

@@ -240,7 +240,23 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
         if isinstance(raw, dict) and not (spec is not None and spec.kind in ("int", "float", "true", "false")):
             unread.append(f"{section}.{key}")
             continue  # a mapping where one number or switch belongs: refused by convert, naming the argument
+        _refuse_quoted_false(f"{section}.{key}", raw, dest)
         rec.put(dest, convert(spec, raw) if spec is not None else raw, v)
+
+
+def _refuse_quoted_false(field: str, raw: Any, dest: str) -> None:
+    """Refuse a switch written as a quoted word that says false (``sequence_parallel: 'false'``, ``'no'``, ``'0'``):
+    ``yaml.safe_load`` gives the string, ``ConfigContainer.from_yaml``'s ``instantiate`` passes it to the dataclass
+    as it is (Megatron-LM ``megatron/training/config/instantiate_utils.py``; ``MixedPrecisionConfig.setup`` copies
+    its fields onto the model config alike) and ``if config.sequence_parallel:`` takes a non-empty string as true.
+    The Megatron-LM YAML reader refuses the same (``megatron_yaml``)."""
+    if not (isinstance(raw, str) and raw and raw.strip().lower() in megatron_flags.FALSE_WORDS):
+        return
+    spec = BY_DEST.get(dest)
+    f = megatron_flags.lookup(dest) if spec is None else None
+    if (spec is not None and spec.kind in ("true", "false")) or (f is not None and f.kind in ("true", "false", "boolopt")):
+        raise PlanError(field, raw, "true or false unquoted (a quoted string is no YAML boolean: Megatron-Bridge keeps "
+                                    "the string, which is true whatever it says)")
 
 
 def _env_text(value: Any) -> str | None:
@@ -330,6 +346,8 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
                 unread.append(f"mixed_precision.{key}={val}")
             continue
         spec = BY_DEST.get(dest)
+        if isinstance(mp, yaml.MappingNode):  # a field as written (a recipe name's are the factory's booleans)
+            _refuse_quoted_false(f"mixed_precision.{key}", val, dest)
         rec.args[dest] = convert(spec, val) if spec is not None else val  # None too: setup() overwrites with it
         rec.nodes.pop(dest, None)  # the model's node no longer decides it
     if not rec.args.get("first_last_layers_bf16"):

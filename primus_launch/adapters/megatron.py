@@ -226,6 +226,15 @@ def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str,
     for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
         if Cluster.uncovered((("num_nodes", "gpus_per_node")[k],), overrides):
             rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
+    allocated = getattr(rec, "allocation", {}).get("nodes")
+    rng = rec.launcher_range()
+    if allocated and launcher[0] and launcher[0] > allocated and not (rng and rng[0] == "srun") \
+            and Cluster.uncovered(("num_nodes",), overrides):
+        # torchrun --nnodes 4 in a job of #SBATCH --nodes=2: the rendezvous waits for nodes the job does not have
+        rec.notes.append(f"{path}: the launcher asks for {launcher[0]} nodes, the #SBATCH header allocates {allocated}: "
+                         f"torchrun's rendezvous waits for {launcher[0]} nodes and the job does not start unless sbatch "
+                         f"is given --nodes={launcher[0]} or more (its options win over the header); projected on "
+                         f"{launcher[0]} nodes")
     for directive in getattr(rec, "unread_allocation", {}).values():  # `#SBATCH --nodes=0` / `=abc`: sbatch refuses
         if not any(repr(directive) in n for n in rec.notes):         # the script; the count came from elsewhere
             rec.notes.append(f"{path}: {directive!r} is not a count sbatch takes (it refuses the script: zero, a word, "

@@ -790,6 +790,21 @@ def _bf16_ends(a: dict[str, Any], precision: str) -> tuple[int, int]:
     return start, end
 
 
+#: Megatron-LM arguments naming a file the training run reads (the tokenizer's; the data files are prefixes)
+RUN_INPUT_FILES = (("tokenizer_model", "--tokenizer-model"), ("vocab_file", "--vocab-file"),
+                   ("merge_file", "--merge-file"))
+
+
+def _remember_run_files(a: dict[str, Any]) -> None:
+    """Each existing file (or Hugging Face folder) a tokenizer argument names is an input of the run
+    (:func:`primus_launch.inputs.remember_named`), read here or not (a SentencePiece ``.model`` is not; ``--vocab-size``
+    given, none is): no output of the run may replace what the training reads (``--report tokenizer.model`` did)."""
+    from primus_launch.inputs import remember_named
+
+    for dest, flag in RUN_INPUT_FILES:
+        remember_named(a.get(dest), flag)
+
+
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
     """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default).
 
@@ -797,6 +812,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
+    _remember_run_files(a)
     cfg = a.get("yaml_cfg")
     if isinstance(cfg, str) and cfg:  # the documented launch of a Megatron YAML recipe: its flags are not the run's
         raise PlanError("--yaml-cfg", cfg, "Megatron-LM then trains with that file's arguments and ignores the "

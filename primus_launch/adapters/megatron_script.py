@@ -218,6 +218,17 @@ def choice_notes(occs: list[Occ]) -> list[str]:
     return list(dict.fromkeys(n for n in notes if n))
 
 
+def repeated_notes(occs: list[Occ], launcher: bool = False) -> list[str]:
+    """A note per flag of ``occs`` given more than once with different values (:mod:`repeated`: argparse keeps the
+    last, which is what is read); ``launcher``: torchrun options, whose ``_`` and ``-`` spellings are one option
+    (``--nproc_per_node`` / ``--nproc-per-node``); Megatron-LM flags are keyed by their canonical option string."""
+    from primus_launch.adapters.repeated import repeated_notes as notes
+
+    pairs = [(key, " ".join(v.text for v in o.vals) if o.vals else o.flag) for o in occs if o.flag
+             for key in [o.flag.replace("_", "-") if launcher else _known(o)] if key is not None]
+    return notes(pairs, "torchrun" if launcher else "Megatron-LM")
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
@@ -859,6 +870,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
             rec.notes.append(f"{flag} {rec.args[dest]}: the file the script downloads from {url}; when it is not on "
                              "this machine, its vocabulary is looked up by that address")
     rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
+    rec.notes += repeated_notes(rec.launcher, launcher=True) + repeated_notes(rec.occs)
     for o in rec.occs:
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
@@ -938,6 +950,7 @@ def from_argv(argv: list[str]) -> CommandRecipe:
         rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
+    rec.notes += repeated_notes(rec.launcher, launcher=True) + repeated_notes(rec.occs)
     return rec
 
 

@@ -186,7 +186,8 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
 
     # the input boundary names what is there instead of a file (a folder, a device, a named pipe, nothing)
     path = Path(file_name(cfg, "--job.config_file", "a TOML file name"))
-    text = text_with_overrides(read_recipe_text(path, "--job.config_file"), job_overrides(argv), cfg)
+    given = job_overrides(argv)
+    text = text_with_overrides(read_recipe_text(path, "--job.config_file"), given, cfg)
     header = cluster_from_header(text)
     cluster = command_cluster(argv, ov, header.gpu if header else None)
     plan = plan_from_text(text, cluster, str(path))
@@ -195,4 +196,10 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
     note = default_gpu_note(cluster, ov) if cluster is not None and header is None else None
     if note is not None and plan.source is not None:  # torchrun's counts, the GPU kind nowhere
         plan.source.notes.append(note)
+    from primus_launch.adapters.repeated import repeated_notes
+
+    said = repeated_notes(((f"--{sec}.{key}", "true" if raw is None else raw) for _, _, sec, key, raw in given),
+                          "torchtitan")
+    if said and plan.source is not None:
+        plan.source.notes.extend(said)
     return plan

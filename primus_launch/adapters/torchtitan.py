@@ -719,6 +719,10 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     ``flag``: how to spell a key in warnings (``--parallelism.x`` for a launch line); ``version``:
     "0.3" applies torchtitan 0.3's rules (no expert TP, CUDA graphs by default).
     """
+    from primus_launch.inputs import remember_named
+
+    for key in ("hf_assets_path", "tokenizer_path"):  # what the training reads: no output may replace it
+        remember_named(job_get(job, f"model.{key}", None), f"model.{key}")
     notes = list(notes or [])
     unmod = list(unmodelled or [])
     set_paths = list(set_paths)

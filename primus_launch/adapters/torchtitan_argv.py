@@ -341,10 +341,17 @@ def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
 
 def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
     """The plan of a torchtitan 0.3 launch line on ``cluster``."""
+    from primus_launch.adapters.repeated import repeated_notes
+
     launch = parse_launch(argv)
     job, paths = launch_job(launch)
-    return plan_from_job(job, cluster, fmt="torchtitan-argv", set_paths=paths, flag=lambda p: f"--{p}",
+    plan = plan_from_job(job, cluster, fmt="torchtitan-argv", set_paths=paths, flag=lambda p: f"--{p}",
                          version="0.3")
+    said = repeated_notes(((f"--{o.path}", "false" if o.negated else "true" if o.raw is None else o.raw)
+                           for o in launch.overrides), "torchtitan")
+    if said and plan.source is not None:
+        plan = plan.model_copy(update={"source": plan.source.model_copy(update={"notes": plan.source.notes + said})})
+    return plan
 
 
 # ----------------------------------------------------------------------------- Plan -> launch line
