@@ -420,7 +420,8 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
         deep = _too_deep(root)
         if deep is not None:
             sc = Script(text, path, original, root, masked, empty)
-            raise sc.err(f"nested more than {MAX_TREE_DEPTH} levels deep (launch scripts nest a few)", deep.start_byte)
+            raise sc.err(f"its syntax nests more than {MAX_TREE_DEPTH} levels deep (each operator of a long chain "
+                         "such as 1+1+...+1 is a level; launch scripts nest a few)", deep.start_byte)
         bad = _first_error(root)
         if bad is None:
             break
