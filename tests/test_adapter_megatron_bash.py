@@ -218,7 +218,7 @@ def test_nesting_reads_to_a_depth_and_is_one_line_beyond(shape):
         assert [t.text for t in st.commands[-1].args[:2]] == ["python", "x.py"]
     with pytest.raises(UserError) as e:
         ShellState(DEEP[shape](5000), "run.sh")
-    assert "nested more than" in one_line(e.value) and "\n" not in one_line(e.value)
+    assert "nests more than" in one_line(e.value) and "\n" not in one_line(e.value)
 
 
 @pytest.mark.parametrize("assign", ["X[99999999]=b", "X[-5]=b"])
