@@ -479,7 +479,6 @@ def _decomposition_per_layer(framework: str) -> int:
                                      cluster=Cluster(gpu="b200", num_nodes=1, gpus_per_node=1),
                                      source=Source(framework=framework)))
     return k(16) - k(15)
-    return 0
 
 
 if __name__ == "__main__":

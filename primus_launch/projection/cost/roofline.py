@@ -220,8 +220,12 @@ def layer_op_times(plan: Plan) -> dict[str, list[tuple[str, float, float, float,
 def kernels_per_step(plan: Plan) -> int:
     """Kernels one GPU launches in one iteration (every decoder layer, recomputed forwards, embedding,
     head + loss), by the profile's decomposition; used to fit the host launch cost
-    (``cost/framework.py``)."""
+    (``cost/framework.py``).  Counts plain dense / MoE stacks (the fit's Llama workload): a stack with other
+    layer kinds (hybrid mixers, sliding-window layers, MTP depths) raises ValueError naming them."""
     n = layer_op_times(plan)["_kernels"]
+    other = sorted(set(n) - {"dense", "moe", "embedding", "head"})
+    if other:
+        raise ValueError(f"kernels_per_step counts dense / MoE stacks; this plan also has {', '.join(other)}")
     m, t = plan.model, plan.training
     n_moe = m.num_moe_layers
     n_dense = m.num_layers - n_moe
