@@ -65,7 +65,7 @@ from __future__ import annotations
 _QUANT_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1.0 + 1.0 / 32, "blockwise": 1.0 + 4.0 / 128}
 #: GPU kernel families (``GPUSpec.arch``) of compute capability 10.x (B200 / GB200 sm100, B300 / GB300 sm103): TE's
 #: non-TN FP8 GEMMs (``nvte_is_non_tn_fp8_gemm_supported``), FP8 current-scaling / MXFP8 attention and FP8 windows /
-#: sinks (:func:`te_fp8_attention`), the CuTeDSL fused grouped MLP (``cost/roofline.py`` ``cutedsl_grouped_mlp``)
+#: sinks (:func:`te_fp8_attention`), the CuTeDSL fused grouped MLP (``cost/expert_gemm_backend.py`` ``cutedsl_grouped_mlp``)
 SM100_ARCHS = frozenset({"blackwell", "blackwell_ultra"})
 #: the FP8 recipes Megatron passes ``fp8_dpa`` to (``megatron/core/fp8_utils.py``) and the format of the attention
 #: kernel each runs (``cost/fp8_attention.py``'s records); None is Megatron's default, delayed
