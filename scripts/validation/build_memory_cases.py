@@ -1757,6 +1757,67 @@ CASES += [
     _atp("8b", "rowwise", True, "| float8 rowwise    | 3708.5 | 3914.9 | 1.06 |"),
 ]
 
+# ---------------------------------------------------------------- round 32 (branch oom16): Megatron-LM research branch
+# _research/launch on 4 x GH200 96GB (Alps), read after the model was frozen.  (1) The Transformer++ baselines at
+# 423ff71ff8 (2026-04-17, 'transformer-pp: set best MBS from sweep (350M/760M/1.3B->8, 2.7B->4)'): the micro batch each
+# file keeps after an MBS sweep of that size (SWEEP_MBS, 457a013a60), i.e. one that ran; the 350M at MBS 16 ('max before
+# OOM', 67cd82484b) is the case mlm_research_350m_dense_adamw_gh200_4gpu_mbs16 already.  (2) The softpick ablation at
+# de9f8c17a3^ (2026-05-10): the local (unfused) attention at MBS 16 without recompute, which the fixing commit says
+# cannot fit ('can't fit 24 layers in 95 GB GH200'; it drops MBS to 2 and adds --recompute-activations; that fix's run
+# is not reported -- the file was removed the same day, 62c944613e -- so only the OOM is a case).
+_TPP_COMMON = [f for f in _R350_COMMON if not f.startswith(("--num-layers", "--hidden-size", "--ffn-hidden-size",
+                                                             "--num-attention-heads", "--num-query-groups"))]
+_TPP_SRC = dict(ref="NVIDIA/Megatron-LM commit 423ff71ff8 (2026-04-17, 'transformer-pp: set best MBS from sweep "
+                    "(350M/760M/1.3B->8, 2.7B->4)'): _research/launch/transformer-pp-{760m,1.3b,2.7b}.sbatch",
+                url="https://github.com/NVIDIA/Megatron-LM/commit/423ff71ff8", date="2026-04-17")
+_TPP_READ = ("MEGATRON_ARGS of the sbatch file at 423ff71ff8 (I/O, logging, schedule and optimizer-hyper-parameter flags "
+             "left out; GPT-2 BPE vocabulary 50,257 from --tokenizer-type GPT2BPETokenizer with the GPT-2 vocab file): "
+             "TP 1 PP 1 CP 1 on one node of 4 GH200 96GB (#SBATCH --gpus-per-node=4), DP 4, GBS 128, seq 4096, no "
+             "recompute, bf16, AdamW with the distributed optimizer, overlapped grad reduce and param gather.  The "
+             "micro batch is the one the commit sets from its sweep (457a013a60 added SWEEP_MBS for it), so it ran.")
+
+
+def _tpp(size: str, layers: int, h: int, f: int, heads: int, kv: int, mbs: int) -> dict:
+    return dict(id=f"mlm_research_transformer_pp_{size}_gh200_4gpu_mbs{mbs}", outcome="ran", framework="megatron",
+                hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+                megatron_flags=_TPP_COMMON + [f"--num-layers {layers}", f"--hidden-size {h}", f"--ffn-hidden-size {f}",
+                                              f"--num-attention-heads {heads}", f"--num-query-groups {kv}",
+                                              f"--micro-batch-size {mbs}", "--optimizer adam", "--overlap-param-gather"],
+                source=_TPP_SRC,
+                quote=(f"'transformer-pp: set best MBS from sweep (350M/760M/1.3B->8, 2.7B->4)'; transformer-pp-{size}"
+                       f".sbatch: '{layers}L / {h}H / {f}F / {heads}h / {kv}kv (GQA)', 'MBS=${{SWEEP_MBS:-{mbs}}}', "
+                       "'GBS=128', 'SEQ_LEN=4096', 'TP=1', 'PP=1', 'CP=1'"),
+                read=_TPP_READ, pair=None)
+
+
+CASES += [
+    _tpp("760m", 24, 1536, 4096, 24, 8, 8),
+    _tpp("1.3b", 24, 2048, 5632, 32, 8, 8),
+    _tpp("2.7b", 32, 2560, 7680, 32, 8, 4),
+    dict(id="mlm_research_350m_softpick_local_attn_gh200_4gpu_mbs16", outcome="oom", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=([f for f in _R350_COMMON if not f.startswith("--attention-backend")
+                          and not f.startswith("--transformer-impl")]
+                         + ["--transformer-impl local", "--no-persist-layer-norm", "--qk-layernorm",
+                            "--micro-batch-size 16", "--optimizer aurora"]),
+         source=dict(ref="NVIDIA/Megatron-LM commit de9f8c17a3 (2026-05-10, 'fix(softpick): drop MBS to 2 + "
+                         "--recompute-activations to fit local backend'): _research/launch/transformer-pp-350m-"
+                         "ablation-aurora-qkn-softpick.sbatch at its parent",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/de9f8c17a3", date="2026-05-10"),
+         quote=("'The local backend materializes the full [b, np, sq, sk] attention probs tensor (TE FlashAttention does "
+                "not). At MBS=16 / seq=4096 that's 32 GB per layer in bf16, plus softpick's relu_scores + denom + backward "
+                "intermediates -- can't fit 24 layers in 95 GB GH200.'"),
+         read=("MEGATRON_ARGS of the sbatch file at de9f8c17a3^ (the 350M aurora-qkn ablation: 24L / 1024H / 2560F / 16h "
+               "/ 4kv, QK layernorm, --transformer-impl local, --softmax-type softpick, MBS 16, GBS 128, seq 4096, no "
+               "recompute, DP 4 on 4 GH200).  --softmax-type softpick (ReLU(x) / sum ReLU(x) in the unfused "
+               "attention, a research-branch choice: Megatron-LM main's --softmax-type takes vanilla / off-by-one / "
+               "learnable, and the reader refuses it) is left out of the flags: the projection prices the local "
+               "spec's softmax, which keeps the probabilities too, so softpick's extra intermediates only add to a "
+               "peak that must not fit; "
+               "--optimizer aurora priced as Adam (as the other aurora cases)."),
+         pair=None),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
