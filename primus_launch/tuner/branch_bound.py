@@ -37,14 +37,14 @@ space's order).  The search ends when the lowest open bound reaches the incumben
 best of all plans of the space: a :class:`Certificate`.
 
 Warm start (``run(warm=..., warm_at=...)``, tune13): where the work reaches ``warm_at`` (a quarter of the limit
-in a tune, ``search._warm_start``) with no plan better than the one it started from (none, or the recipe's own),
+in a tune, ``certified_run.warm_start``) with no plan better than the one it started from (none, or the recipe's own),
 the search is pricing the memory of many structures below its incumbent, or,
 holding none, scoring plans the memory rule keeps out; the planner, called once there, returns the plans it
 scored; those of structures not yet met join the scored (never bounded or scored again), the fastest usable
 one the incumbent when faster.  It changes only how soon plans are bounded by time: each bound is still
 against a scored plan's time, so the certificate stays exact (a plan of a structure already met was scored, or
 bounded out against an incumbent no better, or by memory: never faster, dropped).  Its work (at most the search's
-own so far, or ``search.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
+own so far, or ``certified_run.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
 so a search that ended within the limit without it still does, with the same or a better answer.
 
 Second tier (``point`` rule, tune13): while no plan is admitted, the fastest scored plan that is ``tight`` or

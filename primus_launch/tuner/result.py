@@ -90,7 +90,7 @@ class Certificate(BaseModel):
                                                              "stopped (None: none open)")
     gap: float = Field(0.0, description="best / lowest open bound - 1 (0 when certified)")
     work: int = Field(0, description="work units the search spent (branch_bound.WORK_*), its warm start's included")
-    warm_work: int = Field(0, description="of those, the warm start's (search._warm_start): outside the work limit's "
+    warm_work: int = Field(0, description="of those, the warm start's (certified_run.warm_start): outside the work limit's "
                                           "count")
     structs_expanded: int = Field(0, description="structural candidates whose flag tables were examined")
     bound_violations: int = Field(0, description="scored plans below their own bound (voids the certificate)")
@@ -154,9 +154,9 @@ class TuneResult(BaseModel):
                                         "tuner/rebase.py, and gain is 0: no gain is claimed), else None")
     same_runs: int = Field(default=0, description="scored plans left out of top as the same run as a row in it: "
                                                   "equal figures, differing only in knobs inert at DP x CP = 1 "
-                                                  "(search.py INERT_AT_DP1)")
+                                                  "(answer.py INERT_AT_DP1)")
     tie_note: Optional[str] = Field(default=None, description="why a plan of the same projected time as the "
-                                    "original was chosen over it (search.py _tie_break), else None")
+                                    "original was chosen over it (answer.py _tie_break), else None")
     gain_inside_band: Optional[bool] = Field(default=None, description="whether the original's and the best's "
                                              "error bands overlap (None: a "
                                              "projection without a band, or the original is the best)")
