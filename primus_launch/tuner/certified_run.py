@@ -25,7 +25,8 @@ def run_branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline
     """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
     (when it fits), its expansions computed ahead on ``executor``'s workers when one is given; its
     scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
-    from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, Incumbent, certificate_text
+    from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, certificate_text
+    from primus_launch.tuner.incumbent import Incumbent
 
     own_i = sp.index(own)
     inc = Incumbent()
