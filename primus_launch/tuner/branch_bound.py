@@ -18,14 +18,14 @@ order); a candidate's bound is first refined with the floor of what follows the 
 (``floors.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
 back in line; when it is again the lowest its nodes are met lowest bound first (``Order.step``): a node
 whose bound is above the candidate's puts it back in line at that bound, else the node's memory groups
-(the flags the memory model reads, ``bounds.memory_key``) are priced by the pre-filter's own bytes (one
+(the flags the memory model reads, ``bound_keys.memory_key``) are priced by the pre-filter's own bytes (one
 pricing per group, counted as a pre-filter in the work) until one may fit, which expands the candidate;
 a node whose groups are all ``does not fit`` is passed (every node passed: the candidate is bounded out
 by memory).  So a plan that must offload modules to fit is bounded with its copy's exposure, and the
 candidate needs the memory of only its nodes below the incumbent.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
 left (their node's bound below the incumbent, their memory group not bounded out) are taken by their
-level-3 bound, at least their node's bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
+level-3 bound, at least their node's bound (ties in the space's order); one whose ``exact_bound.exact_bound_key`` (what the iteration
 time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
 that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
 pre-filtered
@@ -78,7 +78,9 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, NODE_FLAGS, BoundModel, pick, exact_bound_key
+from primus_launch.tuner.bound_keys import F, NODE_FLAGS, pick
+from primus_launch.tuner.bounds import BoundModel
+from primus_launch.tuner.exact_bound import exact_bound_key
 from primus_launch.tuner.candidate_order import Order
 from primus_launch.tuner.expansion import Ahead, Oracle
 from primus_launch.tuner.incumbent import Incumbent, SearchResult, counters, fits
