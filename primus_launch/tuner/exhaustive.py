@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class SweepResult:
+    """The counts of a brute-force sweep (:func:`sweep`)."""
+
     done: int          # candidates looked at
     legal: int         # passed the pre-filter
     scored_ok: int     # scored (the baseline counted once)

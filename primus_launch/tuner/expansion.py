@@ -28,13 +28,17 @@ class Expander(Protocol):
     space: Space
     tight: Incumbent
 
-    def bound(self, plan: Plan) -> tuple[float, tuple]: ...
+    def bound(self, plan: Plan) -> tuple[float, tuple]:
+        """The plan's level-3 bound and its exact-bound key."""
 
-    def prefilter(self, plan: Plan) -> Optional[str]: ...
+    def prefilter(self, plan: Plan) -> Optional[str]:
+        """The plan's pre-filter verdict (None: may fit)."""
 
-    def score(self, plan: Plan) -> ProjectionResult: ...
+    def score(self, plan: Plan) -> ProjectionResult:
+        """The plan's projection."""
 
-    def expand(self, o: "Oracle", inc: Incumbent, res: SearchResult, c: dict, vref: dict[tuple, float]) -> None: ...
+    def expand(self, o: "Oracle", inc: Incumbent, res: SearchResult, c: dict, vref: dict[tuple, float]) -> None:
+        """Expand ``o``'s structural candidate against ``inc``, into ``res`` and the counters ``c``."""
 
 
 class Oracle:

@@ -34,6 +34,9 @@ class Incumbent:
 
 @dataclass
 class SearchResult:
+    """What a branch-and-bound search found: its incumbent, the plans it scored and rejected (space index and
+    result or reason), its certificate, and the plans a replay had to compute itself."""
+
     inc: Incumbent
     scored: list[tuple[int, ProjectionResult]] = field(default_factory=list)
     rejected: list[tuple[int, str]] = field(default_factory=list)

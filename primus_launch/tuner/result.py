@@ -101,6 +101,9 @@ class Certificate(BaseModel):
 
 
 class TuneResult(BaseModel):
+    """What a tune returns (:func:`primus_launch.tuner.search.tune`): the best plan and its projection, the
+    recipe's own, the gain, the top table, every trial, the space's counts, the search and its certificate."""
+
     best_plan: Plan
     best: ProjectionResult
     baseline: ProjectionResult
@@ -166,9 +169,11 @@ class TuneResult(BaseModel):
 
     @property
     def scored_fraction(self) -> float:
+        """Scored candidates over the legal ones (0 when none is legal)."""
         return self.scored / self.legal_candidates if self.legal_candidates else 0.0
 
     def to_json_dict(self) -> dict:
+        """The result as JSON-ready data (``--json``): every field, with :attr:`scored_fraction`."""
         d = self.model_dump(mode="json")
         d["scored_fraction"] = self.scored_fraction
         return d
