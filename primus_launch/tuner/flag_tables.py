@@ -137,79 +137,14 @@ class FlagOptions:
                                             if self._ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
                                                 yield f
 
-    def _ok(self, f: tuple, tp, sp, ep, pp, vpp, shard, gran, mods, eg) -> bool:
-        """The rules of :mod:`rules` for the flags (given the structural facts); the user's own
-        combination passes as it is only where it is the recipe's own structure."""
+    def _ok(self, f: tuple, tp: int, sp: bool, ep: int, pp: int, vpp: int, shard: str, gran: str,
+            mods: tuple[str, ...], eg: int) -> bool:
+        """The rules of :mod:`rules` for the flags (given the structural facts): Megatron-LM's
+        (:meth:`_megatron_ok`) or TorchTitan's, then the GPU's; the user's own combination passes as it is
+        only where it is the recipe's own structure."""
         (ogr, opg, tpco, cg_impl, cg_scope, disp, ovl, dwg, comp, off_l, off_m, oo, prec, rec, pg, mom) = f
-        m, t = self.plan.model, self.plan.training
-        sel = gran == "selective"
-        msel = set(mods) if sel else set()
-        pao = t.precision_aware_optimizer or mom != ("fp32", "fp32") or oo > 0
         if self.fw == "megatron":
-            if disp in ("deepep", "hybridep") and m.is_moe and eg <= 1:
-                return False
-            if self.local and (dwg or off_m):   # TE layers only (rules.knob_problems)
-                return False
-            # recompute modules x precision
-            if prec == "fp8" and rec in (None, "delayed") and msel & {"moe_act", "layernorm"}:
-                return False
-            # EP overlap
-            if ovl:
-                if not m.is_moe or ep <= 1 or disp == "allgather" or gran == "full" or prec == "fp32":
-                    return False
-                if t.moe_shared_expert_overlap or m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and pp == 1):
-                    return False
-                if pp > 1 and vpp == 1:
-                    return False
-                if cg_impl == "local" or (cg_impl == "transformer_engine" and {"moe", "mlp"} & set(cg_scope)):
-                    return False
-            if dwg and not ovl:
-                return False
-            # CUDA graphs
-            if cg_impl != "none":
-                sc = set(cg_scope)
-                whole = not sc or "full_iteration" in sc
-                if "full_iteration" in sc or (cg_impl == "local" and ep > 1) or "moe" in sc:
-                    return False
-                if "moe_preprocess" in sc and "moe_router" not in sc:
-                    return False
-                if "moe_preprocess" in sc and disp == "alltoall" and m.is_moe and t.moe_router_padding_for_quantization \
-                        and prec in ("fp8", "fp4"):  # apply_knobs keeps the padding only there
-                    return False
-                if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
-                    return False
-                if "mlp" in sc and self.all_moe:
-                    return False
-                if not sc and m.is_moe:
-                    return False
-                if gran == "full" or off_l:
-                    return False
-                if sel:
-                    if cg_impl == "transformer_engine" and "moe" in msel and "moe_router" in sc:
-                        return False
-                    if m.attention_dropout and "core_attn" in msel and (whole or "attn" in sc):
-                        return False
-                    if m.hidden_dropout and (("mlp" in msel and (whole or "mlp" in sc))
-                                             or ("moe" in msel and (whole or "moe" in sc))):
-                        return False
-            # offloading
-            if off_l:
-                if off_l >= m.num_layers or pp > 1 or gran != "none" or off_m:
-                    return False
-            if "attn_proj" in off_m and "core_attn" not in off_m:
-                return False
-            if oo > 0:
-                if not pao:
-                    return False
-                if pg and prec == "fp8" and rec not in (None, "delayed"):
-                    return False
-            if pao and (t.optimizer != "adam" or shard == "none"):
-                return False
-            # chunked optimizer-state offload (Megatron-LM dev; rules.knob_problems): the distributed
-            # optimizer, no --optimizer-cpu-offload
-            if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
-                return False
-            if pg and prec == "fp8" and shard == "none":
+            if not self._megatron_ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
                 return False
         else:  # torchtitan
             if tpco and tp > 1 and not comp:
@@ -220,5 +155,82 @@ class FlagOptions:
         if not self.nvidia and (cg_impl != "none" or disp in ("deepep", "hybridep") or off_m):
             return False
         if prec == "fp8" and rec not in self.recipes + ((None, "delayed") if self.fw == "megatron" else ()):
+            return False
+        return True
+
+    def _megatron_ok(self, f: tuple, tp: int, sp: bool, ep: int, pp: int, vpp: int, shard: str, gran: str,
+                     mods: tuple[str, ...], eg: int) -> bool:
+        """Megatron-LM's rules for the flags (``rules.knob_problems``): the MoE dispatchers and EP overlap,
+        TE-only knobs, recompute modules x precision, CUDA graphs' scopes, offloading, the optimizer's offload and
+        precision-aware state, FP8 parameter gather."""
+        (ogr, opg, tpco, cg_impl, cg_scope, disp, ovl, dwg, comp, off_l, off_m, oo, prec, rec, pg, mom) = f
+        m, t = self.plan.model, self.plan.training
+        sel = gran == "selective"
+        msel = set(mods) if sel else set()
+        pao = t.precision_aware_optimizer or mom != ("fp32", "fp32") or oo > 0
+        if disp in ("deepep", "hybridep") and m.is_moe and eg <= 1:
+            return False
+        if self.local and (dwg or off_m):   # TE layers only (rules.knob_problems)
+            return False
+        # recompute modules x precision
+        if prec == "fp8" and rec in (None, "delayed") and msel & {"moe_act", "layernorm"}:
+            return False
+        # EP overlap
+        if ovl:
+            if not m.is_moe or ep <= 1 or disp == "allgather" or gran == "full" or prec == "fp32":
+                return False
+            if t.moe_shared_expert_overlap or m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and pp == 1):
+                return False
+            if pp > 1 and vpp == 1:
+                return False
+            if cg_impl == "local" or (cg_impl == "transformer_engine" and {"moe", "mlp"} & set(cg_scope)):
+                return False
+        if dwg and not ovl:
+            return False
+        # CUDA graphs
+        if cg_impl != "none":
+            sc = set(cg_scope)
+            whole = not sc or "full_iteration" in sc
+            if "full_iteration" in sc or (cg_impl == "local" and ep > 1) or "moe" in sc:
+                return False
+            if "moe_preprocess" in sc and "moe_router" not in sc:
+                return False
+            if "moe_preprocess" in sc and disp == "alltoall" and m.is_moe and t.moe_router_padding_for_quantization \
+                    and prec in ("fp8", "fp4"):  # apply_knobs keeps the padding only there
+                return False
+            if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
+                return False
+            if "mlp" in sc and self.all_moe:
+                return False
+            if not sc and m.is_moe:
+                return False
+            if gran == "full" or off_l:
+                return False
+            if sel:
+                if cg_impl == "transformer_engine" and "moe" in msel and "moe_router" in sc:
+                    return False
+                if m.attention_dropout and "core_attn" in msel and (whole or "attn" in sc):
+                    return False
+                if m.hidden_dropout and (("mlp" in msel and (whole or "mlp" in sc))
+                                         or ("moe" in msel and (whole or "moe" in sc))):
+                    return False
+        # offloading
+        if off_l:
+            if off_l >= m.num_layers or pp > 1 or gran != "none" or off_m:
+                return False
+        if "attn_proj" in off_m and "core_attn" not in off_m:
+            return False
+        if oo > 0:
+            if not pao:
+                return False
+            if pg and prec == "fp8" and rec not in (None, "delayed"):
+                return False
+        if pao and (t.optimizer != "adam" or shard == "none"):
+            return False
+        # chunked optimizer-state offload (Megatron-LM dev; rules.knob_problems): the distributed
+        # optimizer, no --optimizer-cpu-offload
+        if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
+            return False
+        if pg and prec == "fp8" and shard == "none":
             return False
         return True
