@@ -52,11 +52,12 @@ def test_ray_tune_returns_the_local_plan_and_certificate(local_ray, tmp_path, ca
 
 
 def test_ray_workers_answer_every_plan_the_replay_asks(local_ray):
-    """The superset argument of ``branch_bound.expand_ahead``, on the Ray workers: the replay computes
+    """The superset argument of ``expansion.expand_ahead``, on the Ray workers: the replay computes
     nothing itself, and its result is the sequential one."""
     from primus_launch.adapters import load_recipe
     from primus_launch.ray_cluster import connect
-    from primus_launch.tuner.branch_bound import BranchBound, Incumbent
+    from primus_launch.tuner.branch_bound import BranchBound
+    from primus_launch.tuner.incumbent import Incumbent
     from primus_launch.tuner.search import default_prefilter, default_score
     from primus_launch.tuner.space import Space
 

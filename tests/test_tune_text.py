@@ -74,10 +74,10 @@ def test_a_tune_whose_best_is_the_original_says_so(tmp_path, capsys, monkeypatch
     line, leaving a diff to tell the user."""
     from pathlib import Path
 
-    import primus_launch.tuner.search as search
+    import primus_launch.tuner.answer as answer
     from primus_launch.cli import main
 
-    monkeypatch.setattr(search, "materially_lower_peak", lambda cand, orig: False)
+    monkeypatch.setattr(answer, "materially_lower_peak", lambda cand, orig: False)
     # the recipe runs without gradient-accumulation fusion: Megatron-FSDP's copy into its gradient bucket
     # (A + G bytes per weight element) now prices 0.5 % under DDP's add_ (A + 2 G), cost/wgrad_accumulation.py;
     # without Megatron-FSDP in the space the recipe's own plan is the fastest

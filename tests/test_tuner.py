@@ -20,8 +20,9 @@ from primus_launch.plan import legality_problems
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.tuner.engine import plan_changes
 from primus_launch.tuner.result import log_text
+from primus_launch.tuner.axis_values import divisors
 from primus_launch.tuner.search import default_prefilter, tune
-from primus_launch.tuner.space import SpaceConfig, apply_knobs, divisors, enumerate_space, knobs_of
+from primus_launch.tuner.space import SpaceConfig, apply_knobs, enumerate_space, knobs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA70B = ROOT / "recipes/megatron/llama3.1_70b.sh"

@@ -24,8 +24,10 @@ from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware.gpus import resolve_power_cap
 from primus_launch.projection.memory.legality import memory_peak, prefilter
 from primus_launch.projection.pipeline.simulate import makespan_lower_bound, simulate
-from primus_launch.tuner.bounds import (F, VARIANT_FLAGS, BoundModel, memory_key, pick, exact_bound, pass_features,
-                                       plan_floor_features, tail_floor)
+from primus_launch.tuner.bound_keys import F, VARIANT_FLAGS, memory_key, pick
+from primus_launch.tuner.bounds import BoundModel
+from primus_launch.tuner.exact_bound import exact_bound
+from primus_launch.tuner.floors import pass_features, plan_floor_features, tail_floor
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +149,8 @@ def test_fsdp_cp_ep_terms_below_the_projection(variant):
     projection on plans that use them: FSDP (``dp_sharding = "full"``), CP > 1 and 1F1B all-to-all
     overlap of the small MoE plan (every other layer a window layer in one variant, shared-expert overlap
     in another); and they are not all zero there (the test can fail)."""
-    from primus_launch.tuner.bounds import X, S
+    from primus_launch.tuner.bound_keys import S
+    from primus_launch.tuner.floors import X
 
     plan = small_moe_plan()
     if variant == "shared_expert_overlap":
@@ -210,7 +213,7 @@ def test_plans_with_equal_bound_keys_have_equal_times():
     """The search's dominance (``branch_bound.py``: a plan whose ``exact_bound_key`` equals that of a
     scored plan of the same structural candidate that fits is not scored): on the small MoE plan's
     candidates, plans with equal keys project the same iteration time, and such plans exist."""
-    from primus_launch.tuner.bounds import exact_bound_key
+    from primus_launch.tuner.exact_bound import exact_bound_key
 
     plan = small_moe_plan()
     sp = Space(plan)
@@ -352,7 +355,7 @@ def test_capture_first_te_graphs_have_no_eager_twin():
 def test_memory_key_reads_its_flags_by_name(monkeypatch):
     """memory_key picks the Megatron memory flags by name, so reordering MEMORY_FLAGS keeps a precision (or
     any other memory flag) change a different memory group (it sliced the tuple's first nine)."""
-    import primus_launch.tuner.bounds as b
+    import primus_launch.tuner.bound_keys as b
 
     base = [None] * len(F)
     base[F["cuda_graph_impl"]], base[F["cuda_graph_scope"]] = "none", ()

@@ -23,7 +23,9 @@ from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware.gpus import resolve_power_cap
 from primus_launch.projection.steps.layer import layer_costs
 from primus_launch.projection.steps.setup import setup
-from primus_launch.tuner.bounds import F, NODE_FLAGS, VARIANT_FLAGS, X, BoundModel, pick
+from primus_launch.tuner.bound_keys import F, NODE_FLAGS, VARIANT_FLAGS, pick
+from primus_launch.tuner.bounds import BoundModel
+from primus_launch.tuner.floors import X
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +102,7 @@ def test_node_bound_is_its_variants_with_the_floor_added():
     sp = Space(plan)
     bm = BoundModel(plan, sp)
     want = dict(tp=1, pp=8, vpp=2, cp=2, ep=8, mbs=1, dp_sharding="optimizer", rc_granularity="none")
-    from primus_launch.tuner.bounds import S
+    from primus_launch.tuner.bound_keys import S
 
     s = next(i for i, h in enumerate(sp.structs) if all(h[S[k]] == v for k, v in want.items())
              and h[S["first_stage_layers"]] is not None)

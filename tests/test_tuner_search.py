@@ -260,7 +260,7 @@ def test_top_zero_lists_every_scored_plan():
     from types import SimpleNamespace as NS
 
     from primus_launch.cli_flags import parser as _parser
-    from primus_launch.tuner.search import same_runs_collapsed
+    from primus_launch.tuner.answer import same_runs_collapsed
 
     assert "0: every scored plan" in " ".join(_parser().format_help().split())
     ranked = [NS(iteration_time_s=1.0 + k, tokens_per_sec_per_gpu=100.0 - k, peak_memory_bytes=k, changes={"tp": k})
@@ -272,7 +272,7 @@ def test_top_zero_lists_every_scored_plan():
 def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     """tune13: with the recipe's own plan kept out by ``--memory-certain`` (no incumbent) and a work limit the
     search reaches before any plan it scores is admitted, the search answered no plan at all.  The warm start
-    (``search._warm_start``: the planner, once, at ``WARM_AT`` of the limit) gives it a scored incumbent: the
+    (``certified_run.warm_start``: the planner, once, at ``WARM_AT`` of the limit) gives it a scored incumbent: the
     answer is then the brute force's (every legal plan scored), the lower bound it states lies under it, and
     the certificate's counts still add up to the space.  Without a work limit nothing changes: certified,
     the brute force's best, the warm start never called."""

@@ -19,8 +19,9 @@ from primus_launch.adapters import load_recipe, write_recipe
 from primus_launch.plan import legality_problems
 from primus_launch.tuner import rules
 from primus_launch.tuner.planner import subspace
-from primus_launch.tuner.space import (AXES, N_STRUCT, Knobs, Space, SpaceConfig, apply_knobs, knobs_of,
-                                       layout_string, problems_of, validated)
+from primus_launch.tuner.axis_values import layout_string
+from primus_launch.tuner.space import (AXES, N_STRUCT, Knobs, Space, SpaceConfig, apply_knobs, knobs_of, problems_of,
+                                       validated)
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = AXES[N_STRUCT:]
@@ -251,17 +252,17 @@ def test_divisors_and_micro_batch_values_at_a_huge_global_batch():
     the divisors up to ``max_mbs`` and the plan's own micro-batch, found without scanning 10^9 numbers."""
     import random
 
-    from primus_launch.tuner import space as sp_mod
+    from primus_launch.tuner import axis_values as sp_mod
 
     rng = random.Random(4)
     for n in list(range(1, 200)) + [rng.randrange(1, 10**6) for _ in range(50)] + [2**20, 3**12]:
         assert sp_mod.divisors(n) == [d for d in range(1, n + 1) if n % d == 0], n
     plan = small_dense_plan().with_changes(training={"global_batch_size": 10**9})
     cfg = SpaceConfig()
-    vals = sp_mod._mbs_values(plan, 8, cfg, 1)
+    vals = sp_mod.mbs_values(plan, 8, cfg, 1)
     per = 10**9 // 8
     assert vals == [d for d in range(1, cfg.max_mbs + 1) if per % d == 0]
-    assert sp_mod._mbs_values(plan, 8, cfg, 5**9) == vals + [5**9]   # the plan's own, above max_mbs
+    assert sp_mod.mbs_values(plan, 8, cfg, 5**9) == vals + [5**9]   # the plan's own, above max_mbs
 
 
 def _uneven_splits_by_every_count(L: int, pp: int, vpp: int, limit: int = 2) -> list[tuple[int, int]]:
@@ -293,7 +294,7 @@ def _uneven_splits_by_every_count(L: int, pp: int, vpp: int, limit: int = 2) -> 
 def test_uneven_splits_near_the_even_share_equal_every_count():
     """The window around L / pp the splits are searched in loses none: the same splits as trying every
     count (10,000 layers: 50M pairs per pipeline shape, 98 s of a tune)."""
-    from primus_launch.tuner.space import uneven_splits
+    from primus_launch.tuner.axis_values import uneven_splits
 
     for pp, vpp in product((3, 4, 5, 7, 8, 16), (1, 2, 3)):
         for L in list(range(1, 70)) + [61, 94, 126, 193, 256]:

@@ -1,4 +1,4 @@
-"""The tuner's tie-break (search.py ``_tie_break``): a plan with the same projected time as the recipe's own
+"""The tuner's tie-break (answer.py ``_tie_break``): a plan with the same projected time as the recipe's own
 replaces it only when its peak memory is materially lower (beyond the memory error band), and the text says
 why; otherwise the original is kept.  The times are made equal by the test's score (no timing asserted)."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 from tuner_helpers import small_dense_plan
 
 from primus_launch.projection.dryrun import project_dry_run
-from primus_launch.tuner.search import materially_lower_peak, tune
+from primus_launch.tuner.answer import materially_lower_peak
+from primus_launch.tuner.search import tune
 from primus_launch.report.tune_text import render_tune_text
 from primus_launch.tuner.space import SpaceConfig
 

@@ -25,7 +25,7 @@ plus communication, selective-recompute and offload terms that are never negativ
   nothing); the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
   (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero.  Each
   term is linear in the feature vector ``x`` (``floors.FEATURES``) with non-negative coefficients of the
-  shape (:class:`Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
+  shape (:class:`~primus_launch.tuner.pipeline_shape.Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
   below it because the makespan bound is non-decreasing in every chunk cost.  A structural candidate
   taken from the queue is refined (:meth:`BoundModel.refined_variants`) with the floor of what
   follows the pipeline (``floors.tail_floor``: the DP sync with its whole window free to hide it, at
@@ -40,17 +40,15 @@ plus communication, selective-recompute and offload terms that are never negativ
   pass)`` is least at the longest pass of the node's plans, whose layer times read only the layer axes
   and :data:`PASS_FLAGS`); the search meets a candidate's nodes lowest bound first and needs the memory
   of only those below the incumbent (``branch_bound.py``);
-- **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
-  makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
-  simulation of the schedule is bounded;
-- **memory** (per parallel sharding and static-memory flags): the weights, gradients and optimizer
-  state of the model at the assignment's sharding, averaged over the stages (their sum does not
-  depend on the pipeline split; the worst stage holds at least the average), activations, reserve and
-  the memory outside the allocator at zero: a plan whose floor fails the verdict's lower edge
-  (``memory/verdict.py``: ``inside (1 + low) > usable``) is ``does not fit`` whatever else it sets;
-  then, for a candidate the search takes, per memory group (:func:`memory_key`: the flags the memory
-  model reads) the pre-filter's own bytes inside the allocator plus the least outside it
-  (:meth:`BoundModel.group_out`): one pricing per group instead of one per plan.
+- **time, level 2** (per plan, ``exact_bound.py``): the plan's exact chunk costs (the projection's own
+  steps) under the makespan bound, plus its exact post-pipeline tail (``steps/iteration.py``
+  ``stage_tails``); only the simulation of the schedule is bounded;
+- **memory** (per parallel sharding and static-memory flags, then per memory group):
+  ``memory_floors.py`` (:class:`~primus_launch.tuner.memory_floors.MemoryFloors`, which
+  :class:`BoundModel` extends), its module doc giving each floor's argument.
+
+The keys each bound is cached by (what it reads of a plan) are ``bound_keys.py``'s; the shape's
+coefficients ``pipeline_shape.py``'s; the floor features of one plan ``floors.py``'s.
 
 Structural candidates whose chunk costs hold a term that may be negative (FSDP synchronised every
 micro-batch under pipelining: ``steps/stage.py``'s chunk-end edge), and hybrid Mamba stacks (per-symbol layer
@@ -61,250 +59,35 @@ plans of every bundled recipe.  The ideas (features, shapes, the makespan bound)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Optional
 import numpy as np
 
 from primus_launch.plan import Plan
 from primus_launch.projection.layer_times import LayerTimes
-from primus_launch.projection.pipeline.simulate import SPLIT_BACKWARD, makespan_lower_bound
-from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
+from primus_launch.tuner.bound_keys import (EP_FLAGS, F, LAYER_AXES, LT_FLAGS, NODE_FLAGS, PASS_FLAGS, S, SHAPE_AXES,
+                                            TAIL_AXES, TAIL_FLAGS, TP_FLAGS, VARIANT_FLAGS, distinct_values,
+                                            memory_key, pick)
+from primus_launch.tuner.floors import (K, X, ep_floor, fsdp_floor, layer_floor, tail_floor, tail_stages,
+                                        tp_cp_floor)
 from primus_launch.tuner.knobs import accumulation_fused
-# the floor features of one plan (their own module); FEATURES, X, pass_features, plan_floor_features and
-# tail_floor stay importable from here
-from primus_launch.tuner.floors import (FEATURES, K, KIND, X, ep_floor, fsdp_floor, layer_floor, pass_features,
-                                        plan_floor_features, tail_floor, tail_stages, tp_cp_floor)
+from primus_launch.tuner.memory_floors import MemoryFloors
+from primus_launch.tuner.pipeline_shape import Shape, build_shape
+from primus_launch.tuner.space import Space
 
 
-S = {a: i for i, a in enumerate(AXES[:N_STRUCT])}
-F = {a: i for i, a in enumerate(AXES[N_STRUCT:])}
-#: the execution flags :func:`~primus_launch.projection.cost.roofline.floor_cfg` reads (the others it
-#: sets at their floor) and TP / EP communication overlap (the communication floors' form): a table's
-#: variants
-VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile", "tp_comm_overlap", "ep_overlap")
-#: a node of a structural candidate's table (:meth:`BoundModel.node_bounds`): a compute variant and its
-#: activation offloading (whole layers, named modules)
-NODE_FLAGS = VARIANT_FLAGS + ("offload_layers", "offload_modules")
-#: the execution flags the layer times read (``cost/roofline.py`` ``_cfg``: precision, FP8 recipe and
-#: parameter gather, dispatcher, compile, TP overlap's userbuffers, CUDA graphs; with the layer axes and,
-#: for FP8's per-step weight casts, the micro-batches): the pass times a node's offload copy may hide behind
-PASS_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "dispatcher", "compile", "tp_comm_overlap",
-              "cuda_graph_impl", "cuda_graph_scope")
-#: the flags each part of the floor features reads (:meth:`BoundModel.floor_features`)
-LT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile")
-TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
-EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
-#: the execution flags the static memory (weights, gradients, optimizer state) reads
-STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
-#: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``
-#: of a Megatron plan: CUDA graphs as a full-iteration graph and as TE graphs' scopes; ``memory/estimate.py`` ``titan_args``
-#: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``);
-#: TP overlap's userbuffers GEMM workspaces are inside it (``memory/workspaces.py``)
-MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
-                "offload_modules", "ep_overlap", "tp_comm_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
-TITAN_MEMORY_FLAGS = ("precision", "compile")
-OUTSIDE_FLAGS = ("precision", "dispatcher", "tp_comm_overlap")
-#: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
-TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
-#: the structural axes the layer times read (with the variant)
-LAYER_AXES = ("tp", "cp", "ep", "etp", "sp", "mbs")
-#: the structural axes the shape reads (layers per chunk, schedule, full recompute)
-SHAPE_AXES = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout",
-              "schedule", "rc_granularity", "rc_method", "rc_layers", "rc_modules")
-#: the structural axes the static memory reads (the data-parallel size through tp, cp and pp)
-MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
-#: the structural axes the post-pipeline floor reads (the stages' parameters: the split too)
-TAIL_AXES = MEMORY_AXES + ("vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout")
-
-
-def pick(values: tuple, axes: tuple[str, ...], index: dict[str, int]) -> tuple:
-    """The values of ``axes`` in ``values`` (a structural tuple with ``S``, a flag tuple with ``F``)."""
-    return tuple(values[index[a]] for a in axes)
-
-
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The coefficients of one plan shape (module doc): per pipeline rank the makespan bound's
-    ``head`` + ``tail`` rows (``ends``) and ``busy`` row per micro-batch, each (pp, K)."""
-
-    ends: np.ndarray
-    busy: np.ndarray
-
-    def makespan_lb(self, x: np.ndarray, nmb: np.ndarray) -> np.ndarray:
-        """``max_r (ends_r + m busy_r) . x`` for the rows of ``x`` (n, K) with ``nmb`` (n,)."""
-        return (x @ self.ends.T + np.asarray(nmb, dtype=np.float64)[:, None] * (x @ self.busy.T)).max(axis=1)
-
-
-def build_shape(plan: Plan) -> Shape:
-    """The :class:`Shape` of ``plan``: ``steps/stage.py``'s layer and recompute counts per chunk as
-    coefficients of the features (``tests/test_tuner_bounds.py`` checks ``C . x`` against the stage
-    costs' compute on sampled plans)."""
-    from primus_launch.projection.cost.recompute import recomputed_layers
-
-    m, p = plan.model, plan.parallel
-    pp, vpp = p.pp, p.vpp
-    r_ = plan.training.recompute
-    sel = ([f"_{mod}" for mod in r_.modules] if r_.granularity == "selective" else
-           ["_op"] if r_.granularity == "op" else [])
-    chunks = plan.chunk_layout()
-    mtp_ids = plan.chunk_mtp_ids() if (r_.granularity == "full" and r_.method == "layer_ids") else None
-    last = (m.is_moe_layer(m.num_layers - 1), m.is_window_layer(m.num_layers - 1))
-    fw = np.zeros((pp, vpp, K))
-    bk = np.zeros((pp, vpp, K))
-    for r in range(pp):
-        for c in range(vpp):
-            ch = chunks[r][c]
-            kinds = [(m.is_moe_layer(i), m.is_window_layer(i)) for i in ch.layers] + [last] * ch.mtp
-            rec = recomputed_layers(plan, kinds, ch, mtp_ids[r][c] if mtp_ids is not None else ())
-            f, b = fw[r, c], bk[r, c]
-            for kk in kinds:
-                at = KIND[kk]
-                f[at] += 1
-                b[at + 1] += 1
-                b[at + 2] += 1
-                f[X["tpm_f" if kk[0] else "tp_f"]] += 1
-                b[X["tpm_b" if kk[0] else "tp_b"]] += 1
-                if kk[0]:
-                    f[X["ep_f"]] += 1
-                    b[X["ep_b"]] += 1
-                    f[X["epu_f"]] += 1
-                    b[X["epu_b"]] += 1
-                for mod in sel:
-                    b[X["sel_" + ("m" if kk[0] else "d") + mod]] += 1
-                # fine-grained offloading copies every layer's modules (steps/stage.py: n_off = n)
-                f[X["off_m_f" if kk[0] else "off_d_f"]] += 1
-                b[X["off_m_b" if kk[0] else "off_d_b"]] += 1
-                fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
-                f[X[fk + "f"]] += 1
-                b[X[fk + "b"]] += 1
-                f[X["cp_f"]] += 1
-                b[X["cp_b"]] += 1
-            for kk in rec:
-                b[KIND[kk]] += 1
-                b[X["tpm_f" if kk[0] else "tp_f"]] += 1
-                b[X["cp_f"]] += 1
-                if kk[0]:
-                    b[X["ep_f"]] += 1
-                    b[X["epu_f"]] += 1
-            if ch.mtp:
-                f[X["mtp_f"]] += ch.mtp
-                b[X["mtp_bi"]] += ch.mtp
-                b[X["mtp_bw"]] += ch.mtp
-            if ch.embedding:
-                f[X["emb_f"]] += 1
-                b[X["emb_bi"]] += 1
-                b[X["emb_bw"]] += 1
-                f[X["embtp_f"]] += 1
-                b[X["embtp_b"]] += 1
-            heads = int(ch.loss) + ch.mtp
-            if heads:
-                f[X["head_f"]] += heads
-                b[X["head_bi"]] += heads
-                b[X["head_bw"]] += heads
-                f[X["headtp_f"]] += heads
-                b[X["headtp_b"]] += heads
-    busy = (fw + bk).sum(axis=1)
-    for r in range(pp):
-        for c in range(vpp):
-            ch = chunks[r][c]
-            for kk in [(m.is_moe_layer(i), m.is_window_layer(i)) for i in ch.layers] + [last] * ch.mtp:
-                if kk[0]:
-                    busy[r, X["epxw" if kk[1] else "epx"]] += 1
-    ends = np.zeros((pp, K))
-    fused = pp <= 1 or plan.training.pipeline_schedule not in SPLIT_BACKWARD
-    head = np.zeros(K)
-    tail = np.zeros(K)
-    for r in range(pp):
-        ends[r] = head + (tail if fused else 0.0)
-        head = head + fw[r, 0]
-        tail = tail + bk[r, 0]
-    return Shape(ends=ends, busy=busy)
-
-
-def exact_bound(plan: Plan) -> float:
-    """Level 2 (module doc): the makespan bound on ``plan``'s exact chunk costs plus its exact
-    post-pipeline tail; at most the dry-run's iteration time of ``plan``."""
-    return exact_bound_key(plan)[0]
-
-
-def exact_bound_key(plan: Plan) -> tuple[float, tuple]:
-    """:func:`exact_bound` and everything the dry-run's iteration time of ``plan`` reads after its chunk
-    costs: the schedule, its degrees, micro-batches and groups, the chunk costs, the send and the
-    post-pipeline tails (``steps/schedule.py``, ``steps/iteration.py``).  Two plans of one structural
-    candidate with equal keys have equal iteration times (``tests/test_tuner_bounds.py``)."""
-    from primus_launch.projection.cost.roofline import layer_times_roofline
-    from primus_launch.projection.hardware.gpus import resolve_power_cap
-    from primus_launch.projection.steps.iteration import stage_tails
-    from primus_launch.projection.steps.layer import layer_costs
-    from primus_launch.projection.steps.schedule import schedule_name
-    from primus_launch.projection.steps.setup import setup
-    from primus_launch.projection.steps.stage import stage_costs
-
-    run = resolve_power_cap(plan)
-    s = setup(run, layer_times_roofline(run))
-    st = stage_costs(s, layer_costs(s))
-    p = run.parallel
-    costs = [[q.cost() for q in row] for row in st.chunks]
-    ms = makespan_lower_bound(schedule_name(run), p.pp, p.vpp, run.num_microbatches, costs, st.p2p_s)
-    tails = tuple((t.dp_s, t.optimizer_s) for t in stage_tails(s, st))
-    key = (schedule_name(run), p.pp, p.vpp, run.num_microbatches, p.microbatch_group if run.framework == "megatron" else None,
-           tuple(tuple((c.fwd_s, c.bwd_input_s, c.bwd_weight_s) for c in row) for row in costs), st.p2p_s, tails)
-    return ms + max(a + b for a, b in tails), key
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def memory_key(framework: str, f: tuple) -> tuple:
-    """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
-    if framework == "torchtitan":
-        return pick(f, TITAN_MEMORY_FLAGS, F)
-    # by name: the graph flags are keyed below, compile is TorchTitan's
-    k = pick(f, tuple(a for a in MEMORY_FLAGS if a not in ("cuda_graph_impl", "cuda_graph_scope", "compile")), F)
-    impl, scope = f[F["cuda_graph_impl"]], f[F["cuda_graph_scope"]]
-    # a full-iteration graph's pool; TE graphs' static buffers per scope (memory/mcore.py mcore_opts
-    # te_graph_scope, memory/te_graphs.py)
-    return k + (impl == "local" and "full_iteration" in scope, tuple(scope) if impl == "transformer_engine" else None)
-
-
-class BoundModel:
-    """The level-1 time bounds and the memory floors of ``space`` (module doc), with their caches.
-    ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates.
-    ``memory_certain``: the answer must be ``fits`` (``--memory-certain``), so a floor is out when it does
-    not fit at the band's upper edge (``memory/verdict.py``: ``fits`` needs ``inside (1 + high) + outside
-    <= usable``); else at its lower edge (``does not fit``: ``inside (1 + low) + outside > usable``)."""
+class BoundModel(MemoryFloors):
+    """The level-1 and per-node time bounds of ``space`` (module doc) and, inherited, its memory floors
+    (:class:`~primus_launch.tuner.memory_floors.MemoryFloors`: ``memory_margin``, ``memory_certain``), with
+    their caches."""
 
     def __init__(self, plan: Plan, space: Space, memory_margin: float = 0.0, memory_certain: bool = False):
-        self.plan, self.space = plan, space
-        self.memory_margin = memory_margin
-        self.memory_certain = memory_certain
+        super().__init__(plan, space, memory_margin, memory_certain)
         self._lt: dict[tuple, np.ndarray] = {}
         self._shape: dict[tuple, Shape] = {}
-        self._mem: dict[tuple, float] = {}
         self._nmb: dict[tuple, int] = {}
         self._tail: dict[tuple, float] = {}
         self._tail0: dict[tuple, np.ndarray] = {}
-        self._inside: dict[tuple, float] = {}
-        self._outside: dict[tuple, float] = {}
-        self._outg: dict[int, list] = {}
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
@@ -316,23 +99,10 @@ class BoundModel:
         self._offx: dict[tuple, np.ndarray] = {}
         self._vsets: dict[tuple, int] = {}
         self._vset_of: dict[int, int] = {}
-        self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
-        self.statics = [self._group(t, STATIC_FLAGS) for t in space.tables]
-        self.tails = [self._group(t, TAIL_FLAGS) for t in space.tables]
+        self.variants = [distinct_values(t, VARIANT_FLAGS) for t in space.tables]
+        self.tails = [distinct_values(t, TAIL_FLAGS) for t in space.tables]
 
     # --- keys
-    @staticmethod
-    def _group(table: tuple, flags: tuple[str, ...]) -> dict[tuple, tuple]:
-        """The distinct values of ``flags`` in ``table``, each with the first flag tuple holding it."""
-        out: dict[tuple, tuple] = {}
-        for f in table:
-            out.setdefault(pick(f, flags, F), f)
-        return out
-
-    def probe(self, h: tuple, f: tuple) -> Plan:
-        """The plan of structural values ``h`` and flags ``f``."""
-        return apply_knobs(self.plan, Knobs(*h, *f))
-
     @staticmethod
     def row_key(h: tuple) -> tuple:
         """What the floor features of structural values ``h`` read besides the flags: the layer axes,
@@ -395,6 +165,8 @@ class BoundModel:
         return resolve_power_cap(self.probe(h, f))
 
     def shape(self, h: tuple, f: tuple) -> Shape:
+        """The :class:`~primus_launch.tuner.pipeline_shape.Shape` of the plan of ``h`` and ``f``, cached by the
+        axes it reads (:data:`~primus_launch.tuner.bound_keys.SHAPE_AXES`)."""
         key = pick(h, SHAPE_AXES, S)
         sh = self._shape.get(key)
         if sh is None:
@@ -402,6 +174,8 @@ class BoundModel:
         return sh
 
     def nmb(self, h: tuple) -> int:
+        """The micro-batches per iteration of structural values ``h`` (global batch / (micro-batch x DP)), cached by
+        the degrees and the micro-batch."""
         key = (h[S["tp"]], h[S["cp"]], h[S["pp"]], h[S["mbs"]])
         n = self._nmb.get(key)
         if n is None:
@@ -699,149 +473,3 @@ class BoundModel:
                 return False
         return True
 
-    # --- memory
-    def static_floor(self, h: tuple, f: tuple) -> float:
-        """Bytes of weights, gradients and optimizer state per GPU averaged over the stages of the
-        plan of ``h`` and ``f`` (``memory/estimate.py`` ``stage_memory``), cached by what they read."""
-        key = pick(h, MEMORY_AXES, S) + pick(f, STATIC_FLAGS, F)
-        v = self._mem.get(key)
-        if v is None:
-            from primus_launch.projection.memory.estimate import stage_memory
-
-            st = stage_memory(self.probe(h, f))
-            v = self._mem[key] = sum(x.parameters_bytes + x.gradients_bytes + x.optimizer_bytes for x in st) / len(st)
-        return v
-
-    def memory_out(self, s: int) -> bool:
-        """True when every plan of structural candidate ``s`` is ``does not fit`` by its static floor
-        (module doc), whatever its flags."""
-        from primus_launch.projection.hardware.gpus import get_gpu
-
-        h = self.space.structs[s]
-        floor = min(self.static_floor(h, f) for f in self.statics[self.space.ctx[s]].values())
-        edge = self._memory_edge()
-        usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
-        return floor * (1.0 + edge) > usable
-
-    def _memory_edge(self) -> float:
-        """The band edge a floor is held against: the upper one when the answer must be ``fits``."""
-        from primus_launch.projection.memory.verdict import band_for
-
-        low, high = band_for(self.plan.framework)[:2]
-        return high if self.memory_certain else low
-
-    def inside_floor(self, h: tuple, f: tuple) -> float:
-        """Bytes inside the caching allocator of the plan of ``h`` and ``f`` on its worst stage, the
-        least of the allocated and the reserved basis (``memory/legality.py`` ``memory_peak``: the
-        pre-filter's own model), cached by the structural values and :data:`MEMORY_FLAGS`: the same for
-        every plan of ``h`` with those flags."""
-        key = (h, memory_key(self.plan.framework, f))
-        v = self._inside.get(key)
-        if v is None:
-            from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
-                                                                  titan_gemm_workspaces, titan_stage_memory)
-
-            p = self.probe(h, f)
-            st = (titan_stage_memory(*titan_args(p), gemm_ws=titan_gemm_workspaces(p)) if p.framework == "torchtitan"
-                  else mcore_stage_memory(*mcore_args(p)))
-            v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
-        return v
-
-    def outside_floor(self, s: int) -> float:
-        """The least bytes outside the allocator over ``s``'s table (``memory/estimate.py``
-        ``plan_outside_bytes``), cached by what they read."""
-        h = self.space.structs[s]
-        out = float("inf")
-        for f in self._out_groups(self.space.ctx[s]):
-            key = (pick(h, MEMORY_AXES + ("mbs", "sp"), S), pick(f, OUTSIDE_FLAGS, F))
-            v = self._outside.get(key)
-            if v is None:
-                from primus_launch.projection.memory.estimate import plan_outside_bytes
-
-                v = self._outside[key] = float(sum(plan_outside_bytes(self.probe(h, f)).values()))
-            out = min(out, v)
-        return out
-
-    def _out_groups(self, c: int) -> list[tuple]:
-        g = self._outg.get(c)
-        if g is None:
-            g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
-        return g
-
-    def _own_group_out(self, s: int, f: tuple, edge: Optional[float] = None) -> bool:
-        from primus_launch.projection.hardware.gpus import get_gpu
-
-        edge = self._memory_edge() if edge is None else edge
-        usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
-        return self.inside_floor(self.space.structs[s], f) * (1.0 + edge) + self.outside_floor(s) > usable
-
-    def point_out(self, s: int, f: tuple) -> bool:
-        """True when every plan of ``s`` with ``f``'s memory flags has its point estimate over the usable
-        capacity: the floor of :meth:`group_out` held at the point (edge 0, ``memory_rule.over_capacity``:
-        ``inside + outside > usable``; the floor is at most the verdict's inside bytes and the least outside, as
-        for the band's edges), with the same eager-twin dominance.  Such a plan is never the ``point`` rule's
-        answer, only a ``tight`` one (``branch_bound.py``: the second-tier incumbent)."""
-        twin = self.floor_twin(f)
-        if twin is not None and self._own_group_out(s, twin, 0.0):
-            return True
-        return self._own_group_out(s, f, 0.0)
-
-    def eager_twin(self, f: tuple) -> tuple | None:
-        """The flag tuple of ``f`` without its Transformer Engine-scoped CUDA graphs (``cuda_graph_impl``
-        ``none``), when ``f`` has them (Megatron plans only), else None.  Its memory group is a floor of
-        ``f``'s: ``memory/mcore.py`` adds the graphs' static buffers (``memory/te_graphs.py``:
-        ``te_graph_layer_bytes``, ``te_graph_chunk_input_bytes``, each >= 0) to the eager schedule's
-        activations of the same plan, and the peak walk is monotone in the activations
-        (``tests/test_tuner_bounds.py`` checks it on sampled plans).  Not under ``--cuda-graph-warmup-steps 0``
-        (None): graphs captured before the first step move the graphed layers' saved tensors out of the allocated
-        peak (``memory/mcore.py`` ``te_graph_capture_first``, ``memory/te_graphs.py``), so a graphed plan may
-        allocate less than its twin (the 235B recipe's ``attn`` scope: 27.9 vs 36.3 GiB)."""
-        if (self.plan.framework == "torchtitan" or f[F["cuda_graph_impl"]] != "transformer_engine"
-                or self.plan.training.cuda_graph_warmup_steps == 0):
-            return None
-        g = list(f)
-        g[F["cuda_graph_impl"]], g[F["cuda_graph_scope"]] = "none", ()
-        return tuple(g)
-
-    def floor_twin(self, f: tuple) -> tuple | None:
-        """The memory twin :meth:`group_out` holds before ``f``'s own group: :meth:`eager_twin` (no
-        Transformer Engine-scoped CUDA graphs, where that is a floor) and, on a Megatron plan, without
-        ``--tp-comm-overlap``; None when that is ``f`` itself.  A floor of ``f``'s bytes inside the
-        allocator: inside it ``--tp-comm-overlap`` only adds TE's userbuffers GEMM workspaces
-        (``memory/mcore.py`` ``plan_gemm_workspaces``: ``userbuffers``; ``memory/workspaces.py``
-        ``gemm_workspaces``: ``te = (1 + 3 ub) x TE_WORKSPACE``, kept from the first GEMM and added to the
-        stage, ``stage_bytes``); its userbuffers themselves lie outside (``memory/outside.py``
-        ``userbuffers_bytes``, in :meth:`outside_floor`'s least over the table).  ``tests/test_tuner_bounds.py``
-        checks the twin's bytes at most the plan's on sampled plans."""
-        g = self.eager_twin(f)
-        g = list(f if g is None else g)
-        if self.plan.framework != "torchtitan" and g[F["tp_comm_overlap"]]:
-            g[F["tp_comm_overlap"]] = False
-        g = tuple(g)
-        return None if g == f else g
-
-    def group_out(self, s: int, f: tuple) -> bool:
-        """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
-        the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
-        the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``).  A group with
-        TE-scoped CUDA graphs is out without its own pricing when its eager twin's (:meth:`eager_twin`) is:
-        the graphs only add bytes (dominance)."""
-        twin = self.floor_twin(f)
-        if twin is not None and self._own_group_out(s, twin):
-            return True
-        return self._own_group_out(s, f)
-
-    def group_keys(self, s: int, f: tuple) -> tuple[tuple, ...]:
-        """The memory groups :meth:`group_out` prices for plan ``f`` of candidate ``s`` (each once per
-        search, whatever the caches hold): its own, preceded by its eager twin's when it has graphs; the
-        twin's alone when that one is out (its own is then never priced)."""
-        own = (s, memory_key(self.plan.framework, f))
-        twin = self.floor_twin(f)
-        if twin is None:
-            return (own,)
-        tk = (s, memory_key(self.plan.framework, twin))
-        return (tk,) if self._own_group_out(s, twin) else (tk, own)
-
-
-__all__ = ["FEATURES", "NODE_FLAGS", "PASS_FLAGS", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key",
-           "pass_features", "plan_floor_features", "tail_floor"]

@@ -18,14 +18,14 @@ order); a candidate's bound is first refined with the floor of what follows the 
 (``floors.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
 back in line; when it is again the lowest its nodes are met lowest bound first (``Order.step``): a node
 whose bound is above the candidate's puts it back in line at that bound, else the node's memory groups
-(the flags the memory model reads, ``bounds.memory_key``) are priced by the pre-filter's own bytes (one
+(the flags the memory model reads, ``bound_keys.memory_key``) are priced by the pre-filter's own bytes (one
 pricing per group, counted as a pre-filter in the work) until one may fit, which expands the candidate;
 a node whose groups are all ``does not fit`` is passed (every node passed: the candidate is bounded out
 by memory).  So a plan that must offload modules to fit is bounded with its copy's exposure, and the
 candidate needs the memory of only its nodes below the incumbent.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
 left (their node's bound below the incumbent, their memory group not bounded out) are taken by their
-level-3 bound, at least their node's bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
+level-3 bound, at least their node's bound (ties in the space's order); one whose ``exact_bound.exact_bound_key`` (what the iteration
 time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
 that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
 pre-filtered
@@ -37,14 +37,14 @@ space's order).  The search ends when the lowest open bound reaches the incumben
 best of all plans of the space: a :class:`Certificate`.
 
 Warm start (``run(warm=..., warm_at=...)``, tune13): where the work reaches ``warm_at`` (a quarter of the limit
-in a tune, ``search._warm_start``) with no plan better than the one it started from (none, or the recipe's own),
+in a tune, ``certified_run.warm_start``) with no plan better than the one it started from (none, or the recipe's own),
 the search is pricing the memory of many structures below its incumbent, or,
 holding none, scoring plans the memory rule keeps out; the planner, called once there, returns the plans it
 scored; those of structures not yet met join the scored (never bounded or scored again), the fastest usable
 one the incumbent when faster.  It changes only how soon plans are bounded by time: each bound is still
 against a scored plan's time, so the certificate stays exact (a plan of a structure already met was scored, or
 bounded out against an incumbent no better, or by memory: never faster, dropped).  Its work (at most the search's
-own so far, or ``search.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
+own so far, or ``certified_run.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
 so a search that ended within the limit without it still does, with the same or a better answer.
 
 Second tier (``point`` rule, tune13): while no plan is admitted, the fastest scored plan that is ``tight`` or
@@ -60,11 +60,11 @@ end (a count, the same on any machine under any load), and the result then says 
 be from the optimum (``gap``: best / lowest open bound - 1).
 
 Parallel (``run(executor=...)``: local processes, ``--workers N``, or a Ray cluster,
-``--ray-address``): the order of expansions (:class:`Order`) does not depend on the incumbent, only
+``--ray-address``): the order of expansions (:class:`~primus_launch.tuner.candidate_order.Order`) does not depend on the incumbent, only
 where the search stops does; so the structural candidates the search will expand next are sent to
 the executor's workers ahead of time, each expanded there against the incumbent known when it was
-sent (:func:`expand_ahead`), and the search replays them here in its own order with the workers'
-bounds, verdicts and scores (:class:`Oracle`).  An incumbent known earlier is never better than the
+sent (:func:`~primus_launch.tuner.expansion.expand_ahead`), and the search replays them here in its own order with the workers'
+bounds, verdicts and scores (:class:`~primus_launch.tuner.expansion.Oracle`).  An incumbent known earlier is never better than the
 one at replay, so a worker computes a superset of what the replay asks: the replay computes nothing
 (``SearchResult.recomputed`` counts what it had to), and the plans, trials and certificate are the
 sequential search's, whatever order the workers finish in.
@@ -72,16 +72,19 @@ sequential search's, whatever order the workers finish in.
 
 from __future__ import annotations
 
-import heapq
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, NODE_FLAGS, BoundModel, pick, exact_bound_key
-from primus_launch.tuner.space import Knobs, Space, apply_knobs
+from primus_launch.tuner.bound_keys import F, NODE_FLAGS, pick
+from primus_launch.tuner.bounds import BoundModel
+from primus_launch.tuner.exact_bound import exact_bound_key
+from primus_launch.tuner.candidate_order import Order
+from primus_launch.tuner.expansion import Ahead, Oracle
+from primus_launch.tuner.incumbent import Incumbent, SearchResult, counters, fits
+from primus_launch.tuner.space import Space
 
 if TYPE_CHECKING:
     from primus_launch.executor import Executor
@@ -92,9 +95,6 @@ Prefilter = Callable[[Plan], Optional[str]]
 #: scored so far, its work cap: the search's work so far) -> ([(index, result)] it scored, its work in units of
 #: this module)``
 Warm = Callable[[int, list, int], tuple[list, int]]
-#: a bound counts as reaching the incumbent when ``bound * (1 - EPS) >= incumbent``: the bounds are
-#: sums of the projection's own numbers in another order, equal to it up to rounding
-EPS = 1e-9
 #: work units of one step, roughly its cost in plan bounds (a plan's exact chunk costs take ~1 ms on
 #: this project's 2-core machine, the memory pre-filter 1-10 ms, a scoring 3-18 ms): the work limit
 #: counts these, never seconds
@@ -104,277 +104,6 @@ WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 5, 8
 #: 5.1 / 6.7 %; 160,000: ~69 s; ``scripts/tune_recipes.py``), inside the one-minute target every other space
 #: certifies well under
 DEFAULT_MAX_WORK = 80_000
-
-
-@dataclass
-class Incumbent:
-    """The best plan so far: its iteration time and space index (-1: the recipe's plan, outside)."""
-
-    t: float = float("inf")
-    idx: int = -1
-
-    def beaten_by(self, t: float, idx: int) -> bool:
-        return (t, idx) < (self.t, self.idx) if self.t != float("inf") else True
-
-    def reached(self, lb: float) -> bool:
-        return lb * (1 - EPS) >= self.t
-
-
-@dataclass
-class SearchResult:
-    inc: Incumbent
-    scored: list[tuple[int, ProjectionResult]] = field(default_factory=list)
-    rejected: list[tuple[int, str]] = field(default_factory=list)
-    certificate: Optional[Certificate] = None
-    #: plans whose bound, verdict or score a replay of a worker's expansion computed itself
-    recomputed: int = 0
-
-
-def fits(r: ProjectionResult) -> bool:
-    """The default ``usable``: the memory verdict lets the plan be the answer."""
-    return r.memory.fits
-
-
-class Order:
-    """The order in which the search meets structural candidates, which does not depend on the
-    incumbent (only where it stops does): the unrefined ones by level-1 bound (ties in the space's
-    order), each refined with its tail floor into ``pending``; when its bound is the lowest of both
-    lines its nodes are met (:meth:`step`): back in line at a higher node's bound, expanded, or bounded
-    out by memory.  :meth:`head` is the next event, :meth:`take` consumes it; a copy
-    (:meth:`ahead`) runs forward to name the candidates the search will expand next."""
-
-    def __init__(self, lb: np.ndarray, bm: BoundModel, tails: Optional[dict[int, float]] = None):
-        self.lb, self.bm = lb, bm
-        self.order = np.lexsort((np.arange(len(lb)), lb))
-        self.at = 0
-        self.pending: list[tuple[float, int]] = []
-        self.tails: dict[int, float] = {} if tails is None else tails
-        self.refs: dict[int, np.ndarray] = {}
-        self.memory: dict[int, bool] = {}
-        self.nodes: dict[int, list[tuple[float, tuple]]] = {}
-        self.node_memo: dict[tuple[int, tuple], tuple[bool, frozenset, frozenset]] = {}
-        #: the memory groups this order's steps found may fit (the certificate's count; an :meth:`ahead` copy's own)
-        self.fit: set = set()
-        #: per candidate met at the head, the first of its :meth:`node_list` not yet shown out by memory
-        self.at_node: dict[int, int] = {}
-
-    def tail(self, s: int) -> float:
-        if s not in self.tails:
-            self.tails[s] = self.bm.tail(s)
-        return self.tails[s]
-
-    def refined(self, s: int) -> np.ndarray:
-        """``BoundModel.refined_variants`` of ``s`` (computed once, shared with :meth:`ahead` copies)."""
-        if s not in self.refs:
-            self.refs[s] = self.bm.refined_variants(s)
-        return self.refs[s]
-
-    def memory_out(self, s: int) -> bool:
-        if s not in self.memory:
-            self.memory[s] = self.bm.memory_out(s)
-        return self.memory[s]
-
-    def node_list(self, s: int) -> list[tuple[float, tuple]]:
-        """``BoundModel.node_bounds`` of ``s`` (computed once, shared with :meth:`ahead` copies)."""
-        if s not in self.nodes:
-            self.nodes[s] = self.bm.node_bounds(s)
-        return self.nodes[s]
-
-    def node_map(self, s: int) -> dict[tuple, float]:
-        """Node -> bound of ``s`` (what :meth:`BranchBound.expand` bounds each plan by first)."""
-        return {nk: b for b, nk in self.node_list(s)}
-
-    def _node_out(self, s: int, nk: tuple) -> tuple[bool, frozenset, frozenset]:
-        key = (s, nk)
-        if key not in self.node_memo:
-            tried: set = set()
-            fit: set = set()
-            out = self.bm.node_out(s, nk, tried, fit)
-            self.node_memo[key] = (out, frozenset(tried), frozenset(fit))
-        return self.node_memo[key]
-
-    def step(self, s: int, bound: float, priced: Optional[set] = None) -> Optional[bool]:
-        """A refined candidate ``s`` met at the head with ``bound``: its nodes (:meth:`node_list`) from
-        the first not yet shown out, lowest bound first; a node whose bound is above ``bound`` puts ``s``
-        back in line at that bound (False); else the node's memory groups are priced
-        (``BoundModel.node_out``, into ``priced``): one that may fit expands ``s`` (None), all out moves
-        on to the next node; every node out: ``s`` is bounded out by memory (True).  Depends only on the
-        bounds and the memory groups, never on the incumbent."""
-        nodes = self.node_list(s)
-        i = self.at_node.get(s, 0)
-        while i < len(nodes):
-            b, nk = nodes[i]
-            if b > bound:
-                self.at_node[s] = i
-                heapq.heappush(self.pending, (b, s))
-                return False
-            out, tried, fit = self._node_out(s, nk)
-            if priced is not None:
-                priced.update(tried)
-                self.fit.update(fit)
-            if not out:
-                self.at_node[s] = i
-                return None
-            i += 1
-        self.at_node[s] = i
-        return True
-
-    def head(self) -> Optional[tuple[bool, float, int]]:
-        """``(expand, bound, s)``: an expansion of a refined candidate (True), or the next unrefined
-        one (False); None at the end."""
-        nxt = (float(self.lb[self.order[self.at]]), int(self.order[self.at])) if self.at < len(self.order) \
-            else (float("inf"), -1)
-        if self.pending and self.pending[0] <= nxt:
-            return True, self.pending[0][0], self.pending[0][1]
-        return (False, nxt[0], nxt[1]) if self.at < len(self.order) else None
-
-    def take(self, priced: Optional[set] = None) -> Optional[bool]:
-        """Consume the head: a refined candidate, expanded (None), bounded out by memory (True) or put
-        back in line at its next node's bound (False) (:meth:`step`, its memory groups priced into
-        ``priced``); or an unrefined candidate, bounded out by memory (True) or refined and put back in
-        line (False)."""
-        expand, bound, s = self.head()
-        if expand:
-            heapq.heappop(self.pending)
-            return self.step(s, bound, priced)
-        self.at += 1
-        if self.memory_out(s):
-            return True
-        heapq.heappush(self.pending, (max(float(self.lb[s]), float(self.refined(s).min())), s))
-        return False
-
-    def ahead(self) -> "Order":
-        o = Order.__new__(Order)
-        o.lb, o.bm, o.order, o.at, o.pending = self.lb, self.bm, self.order, self.at, list(self.pending)
-        o.tails, o.memory, o.refs = self.tails, self.memory, self.refs   # shared: each computed once
-        o.nodes, o.node_memo = self.nodes, self.node_memo
-        o.at_node = dict(self.at_node)
-        o.fit = set()
-        return o
-
-    def next_expansion(self) -> Optional[int]:
-        """Run forward to the next expansion and consume it: its candidate (None at the end)."""
-        while (h := self.head()) is not None:
-            if self.take() is None:
-                return h[2]
-        return None
-
-    def rest(self) -> list[int]:
-        return [int(x) for x in self.order[self.at:]] + [s for _, s in self.pending]
-
-
-class Oracle:
-    """What the expansion of structural candidate ``s`` asks of plan ``j`` of its table: its level-3
-    bound, its pre-filter verdict, its scoring -- computed here (the plan built once), or taken from
-    ``known`` (a worker's answers for the same candidate, :func:`expand_ahead`), which this oracle
-    also fills."""
-
-    def __init__(self, bb: "BranchBound", s: int, known: Optional["Expansion"] = None):
-        self.bb, self.s = bb, s
-        self.h = bb.space.structs[s]
-        self.table = bb.space.tables[bb.space.ctx[s]]
-        self.replay = known is not None
-        self.known = known if known is not None else Expansion(s)
-        self._plans: dict[int, Plan] = {}
-        self.computed = 0  # answers a replay had to compute (0: the worker's superset held)
-
-    def plan(self, j: int) -> Plan:
-        self.computed += self.replay
-        if j not in self._plans:
-            self._plans[j] = apply_knobs(self.bb.plan, Knobs(*self.h, *self.table[j]))
-        return self._plans[j]
-
-    def bound(self, j: int) -> tuple[float, tuple]:
-        k = self.known.bounds
-        if j not in k:
-            k[j] = self.bb.bound(self.plan(j))
-        return k[j]
-
-    def prefilter(self, j: int) -> Optional[str]:
-        k = self.known.why
-        if j not in k:
-            try:
-                k[j] = self.bb.prefilter(self.plan(j))
-            except Exception as ex:  # a pre-filter bug must not kill the search
-                k[j] = f"pre-filter error: {type(ex).__name__}: {ex}"
-        return k[j]
-
-    def score(self, j: int) -> tuple[Optional[ProjectionResult], Optional[str]]:
-        k = self.known.scores
-        if j not in k:
-            try:
-                k[j] = (self.bb.score(self.plan(j)), None)
-            except Exception as ex:  # the projection refusing a plan is a rejection, not a crash
-                k[j] = (None, f"projection failed: {type(ex).__name__}: {ex}")
-        return k[j]
-
-
-@dataclass
-class Expansion:
-    """A worker's answers for structural candidate ``s`` (plan index in its table -> level-3 bound,
-    pre-filter verdict, scoring or its failure)."""
-
-    s: int
-    bounds: dict[int, tuple[float, tuple]] = field(default_factory=dict)
-    why: dict[int, Optional[str]] = field(default_factory=dict)
-    scores: dict[int, tuple[Optional[ProjectionResult], Optional[str]]] = field(default_factory=dict)
-
-
-def expand_ahead(bb: "BranchBound", s: int, vref: dict[tuple, float], inc_t: float, inc_idx: int) -> Expansion:
-    """An executor's task: expand candidate ``s`` against the incumbent known when it was sent.  That
-    incumbent is never better than the one the search holds when it replays ``s`` (it only improves,
-    and the replay's includes every result before ``s``), and a bound reached by a worse incumbent is
-    reached by a better one: so the worker bounds, pre-filters and scores every plan the replay will
-    ask for (a superset), and the replay (:meth:`BranchBound.run`) takes its answers without
-    computing; the search's result is the sequential one, whatever the order workers finish in."""
-    o = Oracle(bb, s)
-    bb.tight = Incumbent()   # the second tier bounds nothing ahead: the replay's, never worse, bounds a subset
-    bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), _counters(), vref)
-    return o.known
-
-
-def _counters() -> dict[str, int]:
-    """The counts one expansion adds to (:meth:`BranchBound.expand`): the search's own and a worker's
-    throw-away copy (:func:`expand_ahead`) start from the same keys."""
-    return dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
-
-
-class _Ahead:
-    """Sends the expansions the search will ask for next to an executor's workers, ``window`` at a
-    time, each with the incumbent known when it is sent (:func:`expand_ahead`)."""
-
-    def __init__(self, bb: "BranchBound", order: Order, executor, inc: Incumbent):
-        self.bb, self.ex, self.inc = bb, executor, inc
-        self.order = order.ahead()
-        self.window = 2 * executor.workers
-        self.sent: dict[int, object] = {}
-        self.queue: list[int] = []
-        self.done = False
-
-    def fill(self) -> None:
-        while not self.done and len(self.queue) < self.window:
-            s = self.order.next_expansion()
-            if s is None:
-                self.done = True
-                break
-            self.queue.append(s)
-            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.node_map(s), self.inc.t, self.inc.idx)
-
-    def get(self, s: int) -> Optional[Expansion]:
-        """The worker's expansion of ``s`` (None when ``s`` was not sent: the search computes it)."""
-        self.fill()
-        if s not in self.sent:
-            return None
-        while self.queue and self.queue[0] != s:  # never the case: both orders are the same
-            self.queue.pop(0)
-        self.queue.pop(0)
-        out = self.ex.result(self.sent.pop(s))
-        self.fill()
-        return out
-
-    def close(self) -> None:
-        self.ex.cancel(list(self.sent.values()))
-        self.sent.clear()
 
 
 class BranchBound:
@@ -401,7 +130,7 @@ class BranchBound:
         """Branch and bound from the incumbent ``inc`` (the recipe's own plan when it may be the
         answer); ``progress(done, total, best_s)`` after each structural candidate.  ``executor``
         (:class:`primus_launch.executor.Executor`): expansions are computed ahead on its workers
-        (:func:`expand_ahead`) and replayed here in the search's order: the same result, plans and
+        (:func:`~primus_launch.tuner.expansion.expand_ahead`) and replayed here in the search's order: the same result, plans and
         certificate as without it.  ``seed``: (index, result) of a plan of the space already scored (the
         recipe's own, the baseline): counted once among the scored, never bounded out or scored again.
         ``warm`` (a warm start, :data:`Warm`): called once when the work first reaches ``warm_at`` with the search
@@ -415,7 +144,7 @@ class BranchBound:
         res = SearchResult(inc=inc)
         if seed is not None:
             res.scored.append(seed)
-        c = _counters()
+        c = counters()
         # the memory groups this search priced (the work counts each once, whatever the caches hold)
         priced: set[tuple] = set()
         c["priced"] = priced
@@ -428,7 +157,7 @@ class BranchBound:
         finished = False
         if executor is not None:
             executor.start(self)
-            ahead = _Ahead(self, od, executor, inc)
+            ahead = Ahead(self, od, executor, inc)
         try:
             while (h := od.head()) is not None:
                 if not warmed and c["work"] >= warm_at:
@@ -475,7 +204,7 @@ class BranchBound:
         return sizes, int(sizes.sum()) + (seed is not None)
 
     def _advance(self, od: Order, expand: bool, s: int, inc: Incumbent, res: SearchResult, c: dict,
-                 sizes: np.ndarray, ahead: Optional[_Ahead]) -> bool:
+                 sizes: np.ndarray, ahead: Optional[Ahead]) -> bool:
         """One step of the order's head, structure ``s``: an expansion's next node taken (its memory groups priced
         and counted as work), the structure bounded out by memory, or expanded (:meth:`expand`, from a worker's
         expansion when ``ahead`` sent it); else its refined bound taken.  Returns whether ``s``'s plans are now

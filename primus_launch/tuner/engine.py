@@ -77,11 +77,13 @@ class Memo:
         self.scored = 0
 
     def spent(self) -> bool:
+        """Whether the scoring budget is used up or the deadline has passed."""
         if self.budget is not None and self.scored >= self.budget:
             return True
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     def time_of(self, k: Optional[Knobs]) -> float:
+        """The iteration time of scored candidate ``k`` where it fits; +inf otherwise (unscored, not fitting, None)."""
         r = self.results.get(k) if k is not None else None
         return r.iteration_time_s if r is not None and r.memory.fits else float("inf")
 
@@ -148,10 +150,12 @@ class Engine:
     # the shared record
     @property
     def trials(self) -> list[Trial]:
+        """The tune's trial record (the shared memo's)."""
         return self.memo.trials
 
     @property
     def scored(self) -> int:
+        """Candidates scored so far in the tune (the shared memo's count against the budget)."""
         return self.memo.scored
 
     @scored.setter
@@ -160,6 +164,7 @@ class Engine:
 
     @property
     def budget(self) -> Optional[int]:
+        """The tune's scoring budget (None: none)."""
         return self.memo.budget
 
     @budget.setter
@@ -168,6 +173,7 @@ class Engine:
 
     @property
     def progress(self) -> Optional[Progress]:
+        """The progress bar the scorings advance (None: none shown)."""
         return self.memo.progress
 
     @progress.setter
@@ -176,6 +182,7 @@ class Engine:
 
     @property
     def score_fn(self) -> Score:
+        """The tune's scoring oracle."""
         return self.memo.score_fn
 
     # ----- legality -----
@@ -192,16 +199,19 @@ class Engine:
         return self.reasons[i]
 
     def prefilter_all(self) -> np.ndarray:
+        """Pre-filter every candidate of the space: the mask of the legal ones, kept as ``legal_mask``."""
         mask = np.fromiter((self.reason(i) is None for i in range(len(self.space))), dtype=bool,
                            count=len(self.space))
         self.legal_mask = mask
         return mask
 
     def is_legal(self, i: int) -> bool:
+        """Whether candidate ``i`` passes the pre-filter (:meth:`reason` is None)."""
         return self.reason(i) is None
 
     # ----- scoring -----
     def spent(self) -> bool:
+        """Whether the tune's budget or deadline is spent (:meth:`Memo.spent`)."""
         return self.memo.spent()
 
     def time_of(self, i: int) -> float:
@@ -259,6 +269,8 @@ class Engine:
 
     def record(self, cand: Plan, source: TrialSource, *, result: Optional[ProjectionResult] = None,
                reason: Optional[str] = None) -> Trial:
+        """Append the trial of ``cand`` (from ``source``) to the record: scored with ``result``'s figures, or
+        rejected with ``reason``; its changes are those from the user's plan."""
         fields = scored_fields(result) if result is not None else dict(reason=reason)
         t = Trial(index=len(self.trials), source=source, changes=plan_changes(self.plan, cand),
                   status="scored" if result is not None else "rejected", **fields)
@@ -287,6 +299,7 @@ class Engine:
         return self._dist
 
     def rows_with(self, col: int, code: int) -> np.ndarray:
+        """Indices of the candidates whose axis column ``col`` holds value code ``code`` (cached)."""
         key = (col, code)
         if key not in self._rows:
             self._rows[key] = np.nonzero(self.codes[:, col] == code)[0]

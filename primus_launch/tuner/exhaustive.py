@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class SweepResult:
+    """The counts of a brute-force sweep (:func:`sweep`)."""
+
     done: int          # candidates looked at
     legal: int         # passed the pre-filter
     scored_ok: int     # scored (the baseline counted once)
@@ -141,7 +143,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     memo.scored += scored
     # where nothing fits, the fastest tight plan's too: the answer if the memory rule falls back to "band"
     for i in {best[1] if best else None, low[2] if low else None, tight[1] if tight and not best else None} - {None, own_i}:
-        k = space[i]  # the best's full result, and the lowest-peak plan of the best time (search.py _tie_break)
+        k = space[i]  # the best's full result, and the lowest-peak plan of the best time (answer.py _tie_break)
         memo.results[k] = memo.score_fn(apply_knobs(plan, k))
     own_counts = 1 if own_i is not None and own in memo.results else 0
     return SweepResult(done=done, legal=legal, scored_ok=scored + own_counts, failed=failed, complete=done == n)

@@ -87,6 +87,8 @@ class Proposal(BaseModel):
 
 
 class ProposalSet(BaseModel):
+    """A model's reply: the candidates it proposes (each a :class:`Proposal`'s fields)."""
+
     model_config = ConfigDict(extra="forbid")
     candidates: list[dict]
 
@@ -104,6 +106,9 @@ def _extract_json(text: str) -> object:
 
 
 class LLMAdvisor:
+    """Rounds of a language model's proposals between the planner's rounds (module doc): each round sends the
+    space's allowed values and the scored history, validates the proposed candidates and scores the legal ones."""
+
     def __init__(self, model: str, engine: Optional[Engine], *, rounds: int = 3, per_round: int = 8,
                  timeout_s: float = 5.0, max_retries: int = 1):
         self.model = model
@@ -118,6 +123,7 @@ class LLMAdvisor:
 
     # ----- prompt -----
     def allowed_values(self) -> dict[str, list]:
+        """Per knob the model may set, the values the space holds (sorted; knobs with one value left out)."""
         out: dict[str, list] = {}
         for name, f in FIELD_MAP.items():
             vals = list(dict.fromkeys(getattr(k, f) for k in self.e.space))
@@ -133,6 +139,8 @@ class LLMAdvisor:
         return {name: getattr(k, f) for name, f in FIELD_MAP.items()}
 
     def messages(self) -> list[dict]:
+        """The chat messages of the next round: the task, the model and cluster, the allowed values, the best
+        scored candidates so far and the feedback on earlier proposals."""
         e = self.e
         p = e.plan
         m = p.model.model_dump(exclude_none=True)

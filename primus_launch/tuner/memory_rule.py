@@ -19,7 +19,7 @@ likely to run.  The rules:
 
 Every search path reads ``memory.fits`` of what it scores, so :func:`admitted` (``fits`` false for a plan
 the rule keeps out) is the whole rule; the branch and bound's memory floors
-(``bounds.BoundModel._memory_edge``) are held against the band's lower edge under ``point`` (a floor
+(``memory_floors.MemoryFloors._memory_edge``) are held against the band's lower edge under ``point`` (a floor
 that does not fit there is ``does not fit``, so over ``C`` at its point too: a valid, weaker bound that
 lets the ``tight`` plans over ``C`` be scored for the table and for ``band``) and its upper edge under
 ``certain``.  The pre-filter (``projection/memory/legality.py``) rejects ``does not fit`` only, under

@@ -92,6 +92,9 @@ class Surrogate:
 
 
 class Planner:
+    """The deterministic planner over an :class:`Engine` (module doc): the seed, single-axis sweeps, the
+    surrogate-guided local search, then the polish (hill climbing and its restarts near the incumbent)."""
+
     def __init__(self, engine: Engine, *, batch: int = 4, patience: int = 3, radius: int = 3,
                  ridge: float = 0.3, restart_within: float = 1.25):
         self.restart_within = restart_within
@@ -193,6 +196,8 @@ class Planner:
 
     # ----- phases -----
     def seed(self, knobs: Knobs) -> int | None:
+        """The start: ``knobs``' index where it is a legal candidate, else the nearest legal candidate by
+        weighted Hamming distance (None when none is found within the lazy-check limit)."""
         e = self.e
         i = e.index.get(knobs)
         if i is not None and e.is_legal(i):
@@ -211,6 +216,7 @@ class Planner:
         return None
 
     def incumbent(self) -> int:
+        """The best scored candidate by :meth:`Engine.key` (ties: earliest in space order)."""
         return min(self.e.results, key=lambda i: (self.e.key(i), i))
 
     def climb(self, start: int) -> int:

@@ -28,9 +28,11 @@ class Tally(Protocol):
 
     scored: int
 
-    def best(self) -> Any: ...
+    def best(self) -> Any:
+        """The best candidate so far (None: none)."""
 
-    def time_of(self, k: Any) -> Optional[float]: ...
+    def time_of(self, k: Any) -> Optional[float]:
+        """The iteration time of candidate ``k``."""
 
 
 _OPEN: list["Progress"] = []   # bars shown and not closed (an interrupt ends their line)

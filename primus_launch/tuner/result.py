@@ -90,7 +90,7 @@ class Certificate(BaseModel):
                                                              "stopped (None: none open)")
     gap: float = Field(0.0, description="best / lowest open bound - 1 (0 when certified)")
     work: int = Field(0, description="work units the search spent (branch_bound.WORK_*), its warm start's included")
-    warm_work: int = Field(0, description="of those, the warm start's (search._warm_start): outside the work limit's "
+    warm_work: int = Field(0, description="of those, the warm start's (certified_run.warm_start): outside the work limit's "
                                           "count")
     structs_expanded: int = Field(0, description="structural candidates whose flag tables were examined")
     bound_violations: int = Field(0, description="scored plans below their own bound (voids the certificate)")
@@ -101,6 +101,9 @@ class Certificate(BaseModel):
 
 
 class TuneResult(BaseModel):
+    """What a tune returns (:func:`primus_launch.tuner.search.tune`): the best plan and its projection, the
+    recipe's own, the gain, the top table, every trial, the space's counts, the search and its certificate."""
+
     best_plan: Plan
     best: ProjectionResult
     baseline: ProjectionResult
@@ -154,9 +157,9 @@ class TuneResult(BaseModel):
                                         "tuner/rebase.py, and gain is 0: no gain is claimed), else None")
     same_runs: int = Field(default=0, description="scored plans left out of top as the same run as a row in it: "
                                                   "equal figures, differing only in knobs inert at DP x CP = 1 "
-                                                  "(search.py INERT_AT_DP1)")
+                                                  "(answer.py INERT_AT_DP1)")
     tie_note: Optional[str] = Field(default=None, description="why a plan of the same projected time as the "
-                                    "original was chosen over it (search.py _tie_break), else None")
+                                    "original was chosen over it (answer.py _tie_break), else None")
     gain_inside_band: Optional[bool] = Field(default=None, description="whether the original's and the best's "
                                              "error bands overlap (None: a "
                                              "projection without a band, or the original is the best)")
@@ -166,9 +169,11 @@ class TuneResult(BaseModel):
 
     @property
     def scored_fraction(self) -> float:
+        """Scored candidates over the legal ones (0 when none is legal)."""
         return self.scored / self.legal_candidates if self.legal_candidates else 0.0
 
     def to_json_dict(self) -> dict:
+        """The result as JSON-ready data (``--json``): every field, with :attr:`scored_fraction`."""
         d = self.model_dump(mode="json")
         d["scored_fraction"] = self.scored_fraction
         return d
