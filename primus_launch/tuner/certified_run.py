@@ -70,7 +70,9 @@ def run_branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline
     if cert.scored != memo.scored:   # the recipe's own plan lies outside the space: scored too, once
         cert.scored = memo.scored
         text = certificate_text(cert, memory_certain)
-        cert.text = text[:-1] + "; the recipe's own plan, outside the space, among the scored)" if cert.certified else text
+        why = ", ".join(sp.outside_fields(own)) or "its settings"
+        cert.text = (text[:-1] + f"; the recipe's own plan, outside the space, among the scored: outside by {why})"
+                     if cert.certified else text)
     return cert
 
 

@@ -161,6 +161,24 @@ class Space:
         f = self._flag_index[self.ctx[s]].get(tuple(k[N_STRUCT:]))
         return None if f is None else int(self.offsets[s]) + f
 
+    def outside_fields(self, k: Knobs) -> list[str]:
+        """Why ``k`` is not one of the space's candidates: its settings (``name=value``) that differ from the
+        nearest candidate -- the structural candidate sharing the most structural fields when ``k``'s
+        structure is not in the space, else the flag tuple of ``k``'s structure sharing the most flags;
+        empty when ``k`` is a candidate.  One pass over the structures (or one flag table)."""
+        head, flags = tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:])
+        s = self._struct_index.get(head)
+        if s is None:
+            if not self.structs:
+                return [f"{n}={v!r}" for n, v in zip(k._fields[:N_STRUCT], head)]
+            near = max(self.structs, key=lambda h: sum(a == b for a, b in zip(h, head)))
+            return [f"{n}={v!r}" for n, v, w in zip(k._fields[:N_STRUCT], head, near) if v != w]
+        if self._flag_index[self.ctx[s]].get(flags) is not None:
+            return []
+        table = self.tables[self.ctx[s]]
+        near = max(table, key=lambda f: sum(a == b for a, b in zip(f, flags)))
+        return [f"{n}={v!r}" for n, v, w in zip(k._fields[N_STRUCT:], flags, near) if v != w]
+
     def flag_table(self, s: int) -> tuple[tuple, ...]:
         """The legal execution-flag tuples of structural candidate ``s``."""
         return self.tables[self.ctx[s]]
