@@ -177,3 +177,38 @@ def test_a_users_module_is_judged_by_its_own_options(tmp_path, monkeypatch):
         except (UserError, PlanError):
             ours = False
         assert ours == truth, case
+
+
+@pytest.mark.parametrize("table, line, words", [
+    ("training", "mixed_precision_reduce = 'bfloat16'", ("training.mixed_precision_reduce='bfloat16'", "float32")),
+    ("training.dataloader", "num_workers = 'two'", ("training.dataloader.num_workers='two'", "an integer")),
+    ("validation.dataloader", "pin_memory = 'yes'", ("validation.dataloader.pin_memory='yes'", "true or false")),
+    ("parallelism", "context_parallel_load_balancer = 3", ("context_parallel_load_balancer=3", "a string")),
+])
+def test_job_toml_keys_typed_by_torchtitan_v022s_own_dataclasses(table, line, words):
+    """Keys of v0.2.2's JobConfig the hand table lacked (``[training.dataloader]``, ``mixed_precision_reduce:
+    Literal["float32"]``, ``context_parallel_load_balancer: str | None``) were not judged: the table built from
+    v0.2.2's job_config.py (scripts/build_titan_job_types.py) types them."""
+    from primus_launch.adapters.torchtitan import plan_from_text
+
+    text = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+    text = text.replace(f"[{table}]\n", f"[{table}]\n{line}\n", 1) if f"[{table}]\n" in text else \
+        text + f"\n[{table}]\n{line}\n"
+    with pytest.raises(PlanError) as e:
+        plan_from_text(text)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_v022_types_agree_with_the_hand_table():
+    """Where both name a key, v0.2.2's generated type is the hand table's (``X | None`` read as ``X``)."""
+    import json
+
+    from primus_launch.adapters import titan_job_types as jt
+
+    gen = json.loads((ROOT / "primus_launch/data/torchtitan-0.2.2-job.json").read_text())["types"]
+    assert len(gen) > 140
+    for key, kind in gen.items():
+        if key in jt.HAND_TYPES and kind != "other":
+            base = kind.split(":", 1)[1] if isinstance(kind, str) and kind.startswith("opt:") else kind
+            want = tuple(base) if isinstance(base, list) else {"strs": "strs"}.get(base, base)
+            assert jt.HAND_TYPES[key] == want, key
