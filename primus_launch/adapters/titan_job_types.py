@@ -80,6 +80,16 @@ HAND_TYPES: dict[str, Kind] = {
     **_tbl("debug", seed=_I, deterministic=_B, deterministic_warn_only=_B, moe_force_load_balance=_B),
 }
 
+def optional_keys() -> frozenset[str]:
+    """The keys v0.2.2 types ``X | None`` (its parser takes the word ``None`` for them on a command line)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
+    return frozenset(k for k, v in json.loads(path.read_text())["types"].items()
+                     if isinstance(v, str) and v.startswith("opt:"))
+
+
 def _generated() -> dict[str, Kind]:
     """torchtitan v0.2.2's own field types (``primus_launch/data/torchtitan-0.2.2-job.json``, built from its
     ``JobConfig`` dataclasses by ``scripts/build_titan_job_types.py``), for the keys the reader does not map into
