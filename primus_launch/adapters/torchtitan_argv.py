@@ -18,8 +18,12 @@ module is loaded once through torchtitan and cached), the overrides are applied 
 the result is mapped by :func:`~primus_launch.adapters.torchtitan.plan_from_job` with torchtitan 0.3's
 rules.  Writing: the launch line with only the changed values edited (existing override tokens
 rewritten in place, new ones added before the subcommand), torchrun's ``--nnodes`` /
-``--nproc-per-node`` following the plan's cluster.  An override naming no field of a section the
-snapshot lists is refused, as tyro refuses it (:func:`check_override_names`).
+``--nproc-per-node`` following the plan's cluster.  Every override is judged as tyro judges it, by the
+config function's own option table in the snapshot (every section: ``--optimizer.param-groups.0.optimizer-kwargs.lr``,
+``--checkpoint.interval``, ``--metrics.log-freq``, top-level ``--dump-folder``; :func:`check_override_names`, its
+value by :func:`_value`, the configs' ``__post_init__`` rules by :mod:`titan_option_rules`); an option that changes
+time or memory and is not modelled (``--checkpoint.enable``, ``--optimizer.implementation``, a param group's
+optimizer) is listed as such by the key table of :mod:`torchtitan`.
 """
 
 from __future__ import annotations
