@@ -42,7 +42,9 @@ a node past the GPU's reference server (noted), a script that exits before train
 wrong flag, a Primus ``modules:`` with no framework or no model; the robust13 classes (``--only r13:``): an option given twice with
 different values (Megatron-LM, torchrun, TorchTitan overrides: noted, the last read), a quoted false Megatron-Bridge
 switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused), a launcher
-asking for more nodes than the ``#SBATCH`` header allocates (noted).
+asking for more nodes than the ``#SBATCH`` header allocates (noted); the titanjob classes (``--only tj:``): a TorchTitan
+0.3 option of a section the plan does not read (optimizer, lr_scheduler, checkpoint, metrics, ...) misspelt or of the
+wrong type (refused by torchtitan's own option table), a v0.2 TOML's misspelt key of a neutral table (refused).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1450,6 +1452,52 @@ def robust13_cases() -> list[Case]:
     return out
 
 
+def titanjob_cases() -> list[Case]:
+    """The titanjob classes (``--only tj:``): an option of a TorchTitan 0.3 launch line (and of ``run_train.sh`` in a
+    script) in a section the plan does not read -- optimizer, lr_scheduler, checkpoint, metrics, profiler, validator,
+    dataloader -- was never checked: ``--optimizer.lr=abc`` (no such option: its lr is
+    ``--optimizer.param-groups.0.optimizer-kwargs.lr``), ``--checkpoint.intervall 10``, ``--lr-scheduler.warmup-steps
+    1.5``, ``--validation.enable`` (the v0.2 name) were accepted and ignored, where torchtitan's parser exits: now
+    refused in one line by torchtitan's own option table (bundled); the values its configs refuse when built
+    (``--checkpoint.keep-latest-k 1``) too; a v0.2 job TOML's misspelt key of a neutral table (``[checkpoint]
+    intervall``) refused as its ConfigManager refuses it.  Valid options are accepted."""
+    out: list[Case] = []
+    titan = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_8b"]
+    for words, expect in (
+            ("--optimizer.lr=abc", ("--optimizer.lr", "'abc'")), ("--optimizer.lr=", ("--optimizer.lr", "''")),
+            ("--optimizer.param-groups.0.optimizer-kwargs.lr=abc", ("optimizer_kwargs.lr='abc'", "a number")),
+            ("--optimizer.param-groups.0.optimizer-kwargs.lr=", ("optimizer_kwargs.lr=''",)),
+            ("--optimizer.implementation fast", ("implementation='fast'", "foreach")),
+            ("--optimizer.param-groups.0.optimizer-kwargs.betas 0.9 x", ("betas='x'",)),
+            ("--lr-scheduler.warmup-steps 1.5", ("warmup_steps='1.5'", "an integer")),
+            ("--lr-scheduler.decay-type exp", ("decay_type='exp'", "cosine")),
+            ("--checkpoint.intervall 10", ("--checkpoint.intervall", "--checkpoint.interval?")),
+            ("--checkpoint.interval abc", ("interval='abc'",)), ("--checkpoint.async-mode yes", ("async_mode='yes'",)),
+            ("--checkpoint.enable=true", ("--checkpoint.enable",)), ("--checkpoint.keep-latest-k 1", ("keep-latest-k=1",)),
+            ("--metrics.log-freq=", ("log_freq=''",)), ("--metrics.log_frequency 10", ("log_frequency",)),
+            ("--validation.enable", ("'validation'", "--validator.enable")), ("--validator.freq x", ("freq='x'",)),
+            ("--comm.init-timeout-seconds 1e3", ("init_timeout_seconds='1e3'",)),
+            ("--profiler.profile-freq ten", ("profile_freq='ten'",)), ("--dump-folder", ("--dump-folder",)),
+            ("--job.dump-folder /tmp/x", ("'job'",))):
+        out.append(Case(f"tj:argv-bad:{words}", "value", {}, ["--project", *TAIL, "--", *titan, *words.split()],
+                        expect_refusal=True, expect_words=expect))
+    for words in ("--optimizer.param-groups.0.optimizer-kwargs.lr 3e-4", "--optimizer.implementation foreach",
+                  "--lr-scheduler.warmup-steps 100", "--checkpoint.enable --checkpoint.interval 500",
+                  "--checkpoint.async-mode async", "--metrics.log-freq 5", "--validator.enable",
+                  "--optimizer.param-groups.0.optimizer-kwargs.betas 0.9 0.95", "--dump-folder /tmp/out"):
+        out.append(Case(f"tj:argv-good:{words}", "value", {}, ["--project", *TAIL, "--", *titan, *words.split()]))
+    for tag, line, bad in (("bad", b"--optimizer.lr=abc", True), ("typo", b"--checkpoint.intervall 10", True),
+                           ("good", b"--lr-scheduler.warmup-steps 10", False)):
+        out.append(Case(f"tj:script:{tag}", "value", {"r.sh": b"NGPU=8 MODULE=llama3 CONFIG=llama3_8b ./run_train.sh "
+                                                             + line + b"\n"}, ["--project", "r.sh", *TAIL],
+                        expect_refusal=bad))
+    for tag, key in (("checkpoint", b"intervall = 10"), ("metrics", b"log_freqq = 10"), ("lr_scheduler", b"warmup_step = 2")):
+        data = TOML.replace(b"[" + tag.encode() + b"]\n", b"[" + tag.encode() + b"]\n" + key + b"\n", 1)
+        out.append(Case(f"tj:toml-typo:{tag}", "value", {"c.toml": data}, ["--project", "c.toml", *TAIL],
+                        expect_refusal=True, expect_words=(f"{tag}.{key.split(b' ')[0].decode()}",)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1482,6 +1530,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust11_cases()
     cases += robust12_cases()
     cases += robust13_cases()
+    cases += titanjob_cases()
     return cases
 
 

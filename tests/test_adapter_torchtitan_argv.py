@@ -284,15 +284,17 @@ def test_real_override_read_and_ignored_real_field_only_noted():
 
 
 def test_user_module_may_hold_fields_of_its_own(tmp_path, monkeypatch):
-    """A user's ``--module`` may return a ``Trainer.Config`` subclass with fields of its own: its overrides
-    are not refused (reported as not known) -- as the TOML check skips ``custom_config_module``."""
+    """A user's ``--module`` may return a ``Trainer.Config`` subclass with fields of its own: without its option
+    table (an entry cached by an older release) its overrides are not refused (reported as not known) -- as the
+    TOML check skips ``custom_config_module``; with it, they are judged by it (tests/test_titan_job_options.py)."""
     from primus_launch.adapters import torchtitan_argv
     from primus_launch.adapters.titan_snapshot import config_entry
 
     (tmp_path / "my_titan_cfgs").mkdir()
     (tmp_path / "my_titan_cfgs" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(torchtitan_argv, "load_user_config", lambda m, c: config_entry("llama3", "llama3_8b"))
+    monkeypatch.setattr(torchtitan_argv, "load_user_config", lambda m, c: {
+        k: v for k, v in config_entry("llama3", "llama3_8b").items() if k != "argv"})
     plan = plan_from_command([*TORCHRUN, "--module", "my_titan_cfgs", "--config", "my_8b",
                               "--parallelism.tensor_paralel_degree", "8", "--parallelism.tensor_parallel_degree", "2"])
     assert plan.parallel.tp == 2

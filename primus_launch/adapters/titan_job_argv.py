@@ -129,8 +129,15 @@ def typed_override(raw: Optional[str], current: Any, where: str, path: Optional[
                 return cast(raw)
             except ValueError:
                 if current is not None:
-                    raise UserError(f"{where}={raw!r}: expected a {cast.__name__}") from None
+                    raise UserError(f"{where}={raw!r}: expected {'an integer' if cast is int else 'a number'}"
+                                    + (" (or None)" if path in _optional() else "")) from None
     return raw
+
+
+def _optional() -> frozenset[str]:
+    from primus_launch.adapters.titan_job_types import optional_keys
+
+    return optional_keys()
 
 
 def text_with_overrides(text: str, overrides: list[tuple[int, int, str, str, Optional[str]]],
@@ -155,6 +162,11 @@ def text_with_overrides(text: str, overrides: list[tuple[int, int, str, str, Opt
             if not isinstance(tbl.get(part), dict):
                 tbl[part] = tomlkit.table()
             tbl = tbl[part]
+        if raw == "None" and ".".join([*path, leaf]) in _optional():
+            # tyro takes the word None for an ``X | None`` field (torchtitan v0.2.2); a TOML cannot hold it: the key
+            # is dropped (v0.2.2's default of these keys; none of them is read into the plan)
+            tbl.pop(leaf, None)
+            continue
         tbl[leaf] = typed_override(raw, tbl.get(leaf), f"--{section}.{key}", ".".join([*path, leaf]))
     return tomlkit.dumps(doc)
 

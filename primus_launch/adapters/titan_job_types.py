@@ -5,8 +5,11 @@ TorchTitan builds its ``JobConfig`` dataclasses from the TOML without checking t
 so ``enable = "false"`` (a non-empty string: true), ``lr = "3e-4"`` or ``components = 1`` reach the
 trainer and fail there, or silently do the opposite of what was meant.  The types below are the
 fields' annotations in torchtitan v0.2.2 ``torchtitan/config/job_config.py`` (``int``, ``float``,
-``bool``, ``str``, ``list[str]``, ``Literal[...]``; v0.1 ``[float8]`` / ``[mx]`` tables as in v0.1.0);
-a key not listed here is not judged (the adapter's key table reports unknown keys).
+``bool``, ``str``, ``list[str]``, ``Literal[...]``; v0.1 ``[float8]`` / ``[mx]`` tables as in v0.1.0),
+completed by v0.2.2's own dataclasses for every key the plan does not read (``[training.dataloader]``,
+``mixed_precision_reduce``, ``context_parallel_load_balancer``, ...: ``primus_launch/data/torchtitan-0.2.2-job.json``,
+built by ``scripts/build_titan_job_types.py``); a key not listed here is not judged (the adapter's key table
+reports unknown keys).
 
 A TOML integer is a number too (``max_norm = 1``); nan / inf are refused where a number belongs;
 integers are 64-bit (they reach torch: seeds, step counters).
@@ -29,7 +32,7 @@ def _tbl(section: str, **fields: Kind) -> dict[str, Kind]:
     return {f"{section}.{k}": v for k, v in fields.items()}
 
 
-JOB_TYPES: dict[str, Kind] = {
+HAND_TYPES: dict[str, Kind] = {
     **_tbl("job", dump_folder=_S, description=_S, print_config=_B, save_config_file=_S, custom_config_module=_S,
            use_for_integration_test=_B),
     **_tbl("profiling", enable_profiling=_B, save_traces_folder=_S, profile_freq=_I, profiler_active=_I,
@@ -76,6 +79,53 @@ JOB_TYPES: dict[str, Kind] = {
     **_tbl("validation", enable=_B, dataset=_S, dataset_path=_S, local_batch_size=_I, seq_len=_I, freq=_I, steps=_I),
     **_tbl("debug", seed=_I, deterministic=_B, deterministic_warn_only=_B, moe_force_load_balance=_B),
 }
+
+def optional_keys() -> frozenset[str]:
+    """The keys v0.2.2 types ``X | None`` (its parser takes the word ``None`` for them on a command line)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
+    return frozenset(k for k, v in json.loads(path.read_text())["types"].items()
+                     if isinstance(v, str) and v.startswith("opt:"))
+
+
+def _generated() -> dict[str, Kind]:
+    """torchtitan v0.2.2's own field types (``primus_launch/data/torchtitan-0.2.2-job.json``, built from its
+    ``JobConfig`` dataclasses by ``scripts/build_titan_job_types.py``), for the keys the reader does not map into
+    the plan itself (a mapped key is checked where it is read, with the versions it accepts).  ``X | None`` is
+    read as ``X`` (a TOML cannot write None); a union the table calls ``other`` is not judged."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
+    out: dict[str, Kind] = {}
+    for key, kind in json.loads(path.read_text())["types"].items():
+        if isinstance(kind, list):
+            out[key] = tuple(kind)
+        elif isinstance(kind, str) and kind != "other":
+            base = kind.split(":", 1)[1] if kind.startswith("opt:") else kind
+            out[key] = {"strs": _L}.get(base, base)
+    return out
+
+
+# keys the plan reads, each checked where it is read with the values of every torchtitan version the reader takes
+_READ_BY_THE_PLAN = ("activation_checkpoint.", "model.", "quantize.", "parallelism.fsdp_reshard_after_forward",
+                     "parallelism.context_parallel_rotate_method", "parallelism.expert_parallel_comm_backend",
+                     "parallelism.module_fqns_per_model_part", "training.dtype", "training.mixed_precision_param")
+
+
+def _merge(hand: dict[str, Kind]) -> dict[str, Kind]:
+    """The hand table (v0.1 / v0.2 keys of other releases too) with v0.2.2's own types of the keys the plan does
+    not read (its types win: the same but for ``X | None``, read as ``X``)."""
+    out = dict(hand)
+    for key, kind in _generated().items():
+        if not key.startswith(_READ_BY_THE_PLAN):
+            out[key] = kind
+    return out
+
+
+JOB_TYPES: dict[str, Kind] = _merge(HAND_TYPES)
 
 _WORDS = {_I: "an integer", _F: "a number", _B: "true or false", _S: "a string",
           _L: 'a list of names (e.g. ["model", "loss"])'}

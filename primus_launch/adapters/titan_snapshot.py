@@ -16,7 +16,13 @@ snapshot:
 - ``cli``: the types of the command-line fields of those sections (tyro parses
   ``--section.field`` by these types);
 - ``schedules``: the ``torch.distributed.pipelining`` schedule names torchtitan accepts and whether
-  each runs a single stage per rank (``PipelineScheduleSingle``).
+  each runs a single stage per rank (``PipelineScheduleSingle``);
+- ``argv``: every command-line option torchtitan's own parser builds for a config function (tyro's
+  argparse parser of ``type(config)`` with the config as default and ``ConfigManager``'s rules, as
+  ``ConfigManager.parse_args`` builds it), option -> value kind (:func:`option_kind`), one table per
+  distinct option set; each config entry names its table (``"argv"``).  Every section is there
+  (``optimizer``, ``lr_scheduler``, ``checkpoint``, ``metrics``, ``profiler``, ``validator``,
+  ``dataloader``, ``loss``, ...), which the ``cli`` types (the sections read into the plan) do not cover.
 
 The snapshot of the torchtitan version this release was built against ships in
 ``primus_launch/data`` (built by ``scripts/build_titan_snapshot.py``; a test checks it equals the
@@ -171,6 +177,16 @@ def cli_types() -> dict[str, dict[str, str]]:
     return snapshot()["cli"]
 
 
+def argv_options(entry: dict) -> Optional[dict[str, Any]]:
+    """torchtitan's command-line options for a config entry (option with ``_`` for ``-``, no leading
+    ``--`` -> kind; the activation-checkpoint subcommands under ``"activation-checkpoint:<kind>"``), or
+    None when the entry carries no table (a user's module cached by an older release)."""
+    if isinstance(entry.get("argv_table"), dict):
+        return entry["argv_table"]
+    tid = entry.get("argv")
+    return snapshot().get("argv", {}).get(tid) if isinstance(tid, str) else None
+
+
 # ----------------------------------------------------------------------------- building (imports torchtitan)
 # sections of Trainer.Config read into a config entry (the others hold paths, logging, data, I/O)
 SECTIONS = ("training", "parallelism", "compile", "debug", "comm")
@@ -247,6 +263,55 @@ def _class_types(cls: Any) -> dict[str, str]:
     hints = typing.get_type_hints(cls, include_extras=True)
     return {f.name: _type_name(hints.get(f.name)) for f in dataclasses.fields(cls) if not f.name.startswith("_")
             and f.name not in ("param_init", "sharding_config")}
+
+
+def option_kind(action: Any) -> str:
+    """The value kind of one option of tyro's argparse parser (tyro 1.0 metavars): ``bool`` (a flag
+    pair ``--x.y`` / ``--x.no-y``), ``literal:[...]`` (its choices), ``int`` / ``float`` / ``str`` /
+    ``list[str]`` (one comma-separated token, torchtitan's ``list_str_rule``), ``optional:<kind>`` (also
+    the word ``None``), ``nargs*:<kind>`` (zero or more tokens), ``other`` (a value primus-launch does not
+    judge: torchtitan's parser is the judge)."""
+    if action.nargs == 0:  # tyro's BooleanOptionalAction (its own argparse backend)
+        return "bool"
+    meta = str(action.metavar or "")
+    opt = meta.startswith("{None}|")
+    if opt:
+        meta = meta[len("{None}|"):]
+    if action.choices:
+        kind = "literal:" + json.dumps([c for c in action.choices if c != "None"])
+    elif action.nargs == "*":
+        inner = meta.strip("[]").split(" ", 1)[0]
+        base = {"INT": "int", "FLOAT": "float", "STR": "str", "FLOAT|INT": "float"}.get(inner, "other")
+        return f"nargs*:{base}"
+    else:
+        kind = {"INT": "int", "FLOAT": "float", "FLOAT|INT": "float", "STR": "str",
+                "A,B,C,...": "list[str]"}.get(meta, "other")
+    return f"optional:{kind}" if opt else kind
+
+
+def argv_table(cfg: Any) -> dict[str, Any]:
+    """Every option torchtitan's parser takes for the loaded config ``cfg`` (see the module docstring)."""
+    import tyro.extras
+    from torchtitan.config.manager import ConfigManager, custom_registry
+
+    import warnings
+
+    ConfigManager.register_tyro_rules(custom_registry)
+    with warnings.catch_warnings():  # tyro 1.0 marks get_parser deprecated; it is the parser tyro.cli runs
+        warnings.simplefilter("ignore", DeprecationWarning)
+        parser = tyro.extras.get_parser(type(cfg), default=cfg, registry=custom_registry)
+
+    def table(p: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for a in p._actions:
+            if not a.option_strings and isinstance(a.choices, dict):  # the subcommands (activation-checkpoint:*)
+                for name, sub in a.choices.items():
+                    out[name] = table(sub)
+            elif a.option_strings and a.option_strings[0].startswith("--") and a.option_strings[0] != "--help":
+                out[a.option_strings[0][2:].replace("-", "_")] = option_kind(a)
+        return out
+
+    return table(parser)
 
 
 def _model_entry(spec: Any, converters: list, registry_arch: dict) -> dict[str, Any]:
@@ -364,6 +429,10 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
         if getattr(cfg, "model_spec", None) is None or not hasattr(cfg, "parallelism"):
             raise PlanError("--config", config, "must return a torchtitan Trainer.Config with a model_spec")
         entry = config_entry_of(cfg, list(rec.seen), None)
+        try:
+            entry["argv_table"] = argv_table(cfg)
+        except Exception:  # a config tyro cannot render: torchtitan's parser is the judge of its options
+            pass
     from primus_launch.fileio import atomic_write_text
 
     try:
@@ -375,6 +444,7 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
 
 def build_snapshot() -> dict:
     """Read the installed torchtitan's registries into a snapshot (imports torchtitan and torch)."""
+    import hashlib
     import importlib
     import inspect
     import logging
@@ -387,7 +457,8 @@ def build_snapshot() -> dict:
     from torchtitan.models import _supported_models
 
     snap: dict[str, Any] = {"format": FORMAT, "torchtitan": installed_version(), "models": {}, "configs": {},
-                            "schedules": {}, "cli": {}}
+                            "schedules": {}, "cli": {}, "argv": {},
+                            "generated_by": "python scripts/build_titan_snapshot.py (torchtitan installed)"}
     for name in SCHEDULE_NAMES:
         try:
             snap["schedules"][name] = issubclass(get_schedule_class(name), PipelineScheduleSingle)
@@ -438,6 +509,11 @@ def build_snapshot() -> dict:
                     configs[fname] = config_entry_of(cfg, list(rec.seen), reg_arch, cli)
                 except PlanError as e:
                     configs[fname] = {"refused": e.allowed}
+                    continue
+                opts = argv_table(cfg)
+                tid = hashlib.sha256(json.dumps(opts, sort_keys=True).encode()).hexdigest()[:12]
+                snap["argv"].setdefault(tid, opts)
+                configs[fname]["argv"] = tid
             snap["configs"][fam] = configs
     for kind, cls in (("selective", ac_mod.SelectiveAC.Config), ("full", ac_mod.FullAC.Config),
                       ("memory-budget", ac_mod.MemoryBudgetAC.Config)):

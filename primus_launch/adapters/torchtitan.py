@@ -219,7 +219,24 @@ KEYS: dict[str, Key] = {
     **{f"optimizer.{k}": _NEUTRAL for k in ("lr", "eps", "weight_decay", "beta1", "beta2", "betas", "type",
                                             "min_lr", "lr_min")},
     "optimizer.implementation": _u("fused", "time: an unfused optimizer step; memory: foreach AdamW's "
-                                                "_foreach_sqrt temporary of the shard (4 B per parameter) at the step"),
+                                                "_foreach_sqrt temporary of the shard (4 B per parameter) at the step, "
+                                                "or (fused_opt_states_bf16, torchtitan 0.3) AdamW's two states in bf16 "
+                                                "(4 B per parameter where 8 B are projected)"),
+    # torchtitan 0.3 param groups (--optimizer.param_groups.<i>.*, components/optimizer.py): the optimizer of a
+    # group sets its state per parameter; its kwargs (lr, betas, eps, weight_decay) change neither time nor memory
+    "optimizer.param_groups.N.optimizer_name": _u("AdamW", "memory: another optimizer's state per parameter of the "
+                                                           "group; time: its step"),
+    "optimizer.param_groups.N.pattern": _u(None, "memory: which parameters get which optimizer's state"),
+    "optimizer.param_groups.N.optimizer_kwargs": _NEUTRAL,
+    # checkpoint saves and validation passes run between steps: not in the projected step time
+    "checkpoint.enable": _u(False, "time: a checkpoint save every checkpoint.interval steps (a stall outside the "
+                                   "projected step time); memory: async modes stage the state in host memory"),
+    "checkpoint.async_mode": _u("disabled", "time / host memory: an async checkpoint save (a staging copy of the "
+                                            "state, pinned with async_with_pinned_mem)"),
+    "validation.enable": _u(False, "time: a validation pass every validation.freq steps (outside the projected "
+                                   "step time)"),
+    "validator.enable": _u(False, "time: a validation pass every validator.freq steps (outside the projected "
+                                  "step time)"),
     "optimizer.early_step_in_backward": _u(False, "memory: gradients freed during backward"),
     **{f"comm.{k}": _NEUTRAL for k in ("init_timeout_seconds", "train_timeout_seconds", "trace_buf_size",
                                        "save_traces_folder", "save_traces_file_prefix")},
@@ -245,9 +262,17 @@ def leaf_paths(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def key_status(path: str) -> Key:
-    """How ``path`` is read (unknown keys are unmodelled with an unknown effect)."""
+    """How ``path`` is read (unknown keys are unmodelled with an unknown effect; a list index of torchtitan
+    0.3's ``--optimizer.param_groups.<i>.*`` read as ``N``)."""
     if path in KEYS:
         return KEYS[path]
+    import re
+
+    generic = re.sub(r"\.\d+(\.|$)", r".N\1", path)
+    if generic != path:
+        for cut in (generic, generic.rsplit(".", 1)[0]):
+            if cut in KEYS:
+                return KEYS[cut]
     if path.split(".", 1)[0] in NEUTRAL_SECTIONS:
         return _NEUTRAL
     return Key("unknown", None, "not known to primus-launch: may change time or memory")
@@ -267,8 +292,12 @@ def check_key_typos(job: dict) -> None:
     known = set(KEYS) | set(JOB_TYPES)
     sections = {p.split(".", 1)[0] for p in known} | set(NEUTRAL_SECTIONS)
     for path, value in leaf_paths(job):
-        if key_status(path).status != "unknown" or path in JOB_TYPES:
+        if path in KEYS or path in JOB_TYPES:
             continue
+        if key_status(path).status != "unknown" and not (path.split(".", 1)[0] in NEUTRAL_SECTIONS and "." in path):
+            continue
+        # a key of a neutral table (checkpoint, metrics, lr_scheduler, validation, profiling, job, ...) is judged
+        # too: [checkpoint] intervall = 10 is refused by ConfigManager, and was read as neutral (interval 500 kept)
         section, _, rest = path.partition(".")
         if section not in sections:
             close = difflib.get_close_matches(section, sorted(sections), n=1, cutoff=0.8)

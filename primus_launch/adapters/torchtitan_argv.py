@@ -18,8 +18,12 @@ module is loaded once through torchtitan and cached), the overrides are applied 
 the result is mapped by :func:`~primus_launch.adapters.torchtitan.plan_from_job` with torchtitan 0.3's
 rules.  Writing: the launch line with only the changed values edited (existing override tokens
 rewritten in place, new ones added before the subcommand), torchrun's ``--nnodes`` /
-``--nproc-per-node`` following the plan's cluster.  An override naming no field of a section the
-snapshot lists is refused, as tyro refuses it (:func:`check_override_names`).
+``--nproc-per-node`` following the plan's cluster.  Every override is judged as tyro judges it, by the
+config function's own option table in the snapshot (every section: ``--optimizer.param-groups.0.optimizer-kwargs.lr``,
+``--checkpoint.interval``, ``--metrics.log-freq``, top-level ``--dump-folder``; :func:`check_override_names`, its
+value by :func:`_value`, the configs' ``__post_init__`` rules by :mod:`titan_option_rules`); an option that changes
+time or memory and is not modelled (``--checkpoint.enable``, ``--optimizer.implementation``, a param group's
+optimizer) is listed as such by the key table of :mod:`torchtitan`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from primus_launch.adapters.titan_snapshot import cli_types, config_entry, load_user_config, snapshot
+from primus_launch.adapters.titan_option_rules import check_option_rule
+from primus_launch.adapters.titan_snapshot import argv_options, cli_types, config_entry, load_user_config, snapshot
 from primus_launch.adapters.torchtitan import DELETE, job_assignments, job_get, plan_from_job
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError
@@ -130,13 +135,12 @@ def parse_launch(argv: list[str]) -> TitanLaunch:
             else:
                 config, c_at = value, span
             continue
-        if "." not in name:
-            raise UserError(f"command: --{name} is not a torchtitan option (expected --section.field)")
-        section, _, key = _norm(name).partition(".")
-        negated = key.startswith("no_") and cli_types().get(section, {}).get(key[3:]) == "bool"
+        head, dot, last = _norm(name).rpartition(".")
+        negated = last.startswith("no_") and _field_type(f"{head}{dot}{last[3:]}", ac_kind) == "bool"
         if negated:
-            key = key[3:]
-        path = f"{section}.{key}"
+            last = last[3:]
+        path = f"{head}{dot}{last}"
+        section = path.split(".", 1)[0]
         typ = _field_type(path, ac_kind)
         sub = ac_at is not None
         if sub and section != "activation_checkpoint":
@@ -145,6 +149,13 @@ def parse_launch(argv: list[str]) -> TitanLaunch:
         if eq:
             ovs.append(Override(i, i, path, val, negated, sub))
             i += 1
+        elif typ is not None and typ.startswith("nargs*:"):  # zero or more words (argparse nargs='*')
+            j = i + 1
+            while j < len(argv) and not argv[j].startswith("-") and \
+                    not any(argv[j].lower().startswith(p) for p in _AC_PREFIXES):
+                j += 1
+            ovs.append(Override(i, j - 1, path, " ".join(argv[i + 1:j]), negated, sub))
+            i = j
         elif typ == "bool" or i + 1 >= len(argv) or argv[i + 1].startswith("--") or \
                 any(argv[i + 1].lower().startswith(p) for p in _AC_PREFIXES):
             if typ not in ("bool", None):
@@ -159,16 +170,42 @@ def parse_launch(argv: list[str]) -> TitanLaunch:
     return TitanLaunch(list(argv), start, module, config, m_at, c_at, ovs, ac_at, ac_kind)
 
 
-def _field_type(path: str, ac_kind: Optional[str]) -> Optional[str]:
+def _all_options() -> dict[str, Any]:
+    """The union of torchtitan's option tables over the registry's config functions (the snapshot's
+    ``argv``): how a word of the line is parsed before its config function is known."""
+    out: dict[str, Any] = {}
+    for table in snapshot().get("argv", {}).values():
+        for k, v in table.items():
+            if isinstance(v, dict):
+                out.setdefault(k, {}).update(v)
+            else:
+                out.setdefault(k, v)
+    return out
+
+
+_ALL: dict[str, Any] = {}
+
+
+def _field_type(path: str, ac_kind: Optional[str], options: Optional[dict] = None) -> Optional[str]:
+    """The kind of the option ``path`` (``section.field``, ``_`` for ``-``) by torchtitan's parser
+    (``options``: a config function's table; default: any config function's), else by the ``cli``
+    types of the sections read into the plan."""
+    if options is None:
+        if not _ALL:
+            _ALL.update(_all_options())
+        options = _ALL
     section, _, key = path.partition(".")
     if section == "activation_checkpoint":
-        return cli_types().get(f"activation_checkpoint:{ac_kind or 'selective'}", {}).get(key)
-    return cli_types().get(section, {}).get(key)
+        sub = options.get(f"activation-checkpoint:{ac_kind or 'selective'}", {})
+        return sub.get(path) or cli_types().get(f"activation_checkpoint:{ac_kind or 'selective'}", {}).get(key)
+    kind = options.get(path)
+    return kind if isinstance(kind, str) else cli_types().get(section, {}).get(key)
 
 
-def _value(o: Override, ac_kind: Optional[str]) -> Any:
-    """The typed value of an override, by tyro's rules for the field's type."""
-    typ = _field_type(o.path, ac_kind)
+def _value(o: Override, ac_kind: Optional[str], options: Optional[dict] = None) -> Any:
+    """The typed value of an override, by tyro's rules for the field's type (``options``: the config
+    function's option table)."""
+    typ = _field_type(o.path, ac_kind, options)
     where = f"--{o.path}"
     if o.raw is None:
         return not o.negated
@@ -179,6 +216,16 @@ def _value(o: Override, ac_kind: Optional[str]) -> Any:
         plain = "--" + o.path.replace(".", ".no-", 1) if raw.lower() == "false" else where
         raise PlanError(where, raw, f"no value: torchtitan's parser (tyro) takes a boolean as a flag, --{o.path} or "
                                     f"--{o.path.replace('.', '.no-', 1)} (it refuses '{where}={raw}'); write {plain}")
+    if typ.startswith("nargs*:"):  # zero or more words, each of the element kind
+        inner = typ.split(":", 1)[1]
+        for word in raw.split():
+            if inner in ("int", "float"):
+                try:
+                    (int if inner == "int" else float)(word)
+                except ValueError:
+                    raise PlanError(where, word, "numbers, one word each" if inner == "float" else
+                                    "integers, one word each") from None
+        return raw.split() if inner != "other" else raw
     opt = typ.startswith("optional:")
     if opt:
         if raw == "None":
@@ -277,39 +324,68 @@ def _set(job: dict, path: str, value: Any) -> None:
     cur[key] = value
 
 
-def check_override_names(launch: TitanLaunch) -> None:
-    """Refuse an override of a section the snapshot lists (``training``, ``parallelism``, ``compile``,
-    ``debug``, ``comm``, the activation-checkpoint policy's options) that names no field of it, or of a
-    section one or two letters from one (``--parallelism.tensor_paralel_degree 8``, ``--paralelism.x``):
-    torchtitan 0.3.0 parses the line with tyro (``ConfigManager.parse_args``, ``torchtitan/config/manager.py``:
+def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, judge: bool = True) -> None:
+    """Refuse an override that names no option of torchtitan's parser for the config function
+    (``--parallelism.tensor_paralel_degree 8``, ``--optimizer.lr 3e-4``, ``--paralelism.x``): torchtitan
+    0.3.0 parses the line with tyro (``ConfigManager.parse_args``, ``torchtitan/config/manager.py``:
     ``tyro.cli(type(loaded_config), args=..., default=loaded_config)``), which exits with "Unrecognized
     options ... Perhaps you meant --parallelism.tensor-parallel-degree" (tyro 1.0.17, checked on the CPU),
-    where the reader would only list the override as not modelled and project the default.  Called for
-    the registry's own config functions only: a user's ``--module`` may return a ``Trainer.Config``
-    subclass with fields of its own."""
+    where the reader would only list the override as not modelled and project the default.  ``options``:
+    the config function's option table (:func:`titan_snapshot.argv_options`, every section: optimizer,
+    lr_scheduler, checkpoint, metrics, profiler, validator, dataloader, loss, ...); without one (a user's
+    module cached by an older release) only the sections of the ``cli`` types are judged, as a user's
+    ``Trainer.Config`` subclass may add fields of its own, and with ``judge`` false (a user's module without a
+    table) only the top-level options (``--dump-folder``)."""
     import difflib
 
-    fields = cli_types()
     tt = f"torchtitan {snapshot().get('torchtitan', '0.3')}"
-    sections = sorted({k.split(":", 1)[0] for k in fields})
+    if options is None:
+        fields = cli_types()
+        sections = sorted({k.split(":", 1)[0] for k in fields})
+
+        def known_of(section: str) -> dict:
+            return fields.get(f"activation_checkpoint:{launch.ac_kind or 'selective'}" if section ==
+                              "activation_checkpoint" else section, {})
+    else:
+        sections = sorted({k.split(".", 1)[0] for k in options if "." in k} |
+                          {k.split(":", 1)[0].replace("-", "_") for k in options if ":" in k})
+
+        def known_of(section: str) -> dict:
+            table = options.get(f"activation-checkpoint:{launch.ac_kind or 'selective'}", {}) \
+                if section == "activation_checkpoint" else options
+            return {k.split(".", 1)[1]: v for k, v in table.items() if k.startswith(section + ".")}
     for o in launch.overrides:
         section, _, key = o.path.partition(".")
         where = launch.argv[o.first].split("=", 1)[0]
         raw = o.raw if o.raw is not None else True
         if section == "activation_checkpoint" and launch.ac_kind is None:
             continue  # launch_job's own error: the subcommand goes first
+        if not key:  # a top-level option (--dump-folder, a field of a user's Trainer.Config subclass)
+            top = options if options is not None else _ALL or _all_options()
+            if not isinstance(top.get(o.path), str):
+                names = sorted(k for k, v in top.items() if "." not in k and isinstance(v, str))
+                raise UserError(f"command: {where} is not a torchtitan option (expected --section.field; the "
+                                f"top-level ones: {', '.join('--' + n.replace('_', '-') for n in names)})")
+            continue
+        if not judge:
+            continue
         if section not in sections:
             close = difflib.get_close_matches(section, sections, n=1, cutoff=0.8)
             if close:
                 raise PlanError(where, raw, f"'{section}' is no section of {tt}'s config (its parser "
                                             f"refuses unknown options); did you mean --{close[0]}.{key}?")
-            continue
-        known = fields.get(f"activation_checkpoint:{launch.ac_kind or 'selective'}" if section ==
-                           "activation_checkpoint" else section, {})
-        if key in known:
+            if options is None:
+                continue
+            raise PlanError(where, raw, f"'{section}' is no section of {tt}'s config (its parser refuses unknown "
+                                        f"options); its sections: {', '.join(sections)}")
+        known = known_of(section)
+        if key in known and not (o.negated and known[key] != "bool"):
             continue
         names = list(known) + [f"no_{k}" for k, t in known.items() if t == "bool"]
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        if section == "optimizer" and options is not None and "." not in key:
+            lead = [k for k in known if k.endswith(f"optimizer_kwargs.{key}") or k.endswith(f".{key}")]
+            close = lead[:1] or close
         hint = (f"did you mean --{section}.{close[0]}?" if close else
                 f"its fields: {', '.join(sorted(known))}" if known else "it takes no options")
         raise PlanError(where, raw, f"not a field of {tt}'s {section} (its parser refuses unknown "
@@ -319,21 +395,22 @@ def check_override_names(launch: TitanLaunch) -> None:
 def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
     """(job with the overrides applied, the override paths)."""
     entry, name = _resolve_entry(launch.module, launch.config)
-    if name in snapshot()["configs"]:
-        check_override_names(launch)
+    options = argv_options(entry)
+    check_override_names(launch, options, judge=options is not None or name in snapshot()["configs"])
     job = job_of(entry)
     paths = []
     if launch.ac_kind is not None:
         job["activation_checkpoint"] = {"mode": "none"} if launch.ac_kind == "none" else dict(_AC_MODE[launch.ac_kind])
         paths.append("activation_checkpoint.mode")
     for o in launch.overrides:
-        val = _value(o, launch.ac_kind)
+        val = _value(o, launch.ac_kind, options)
         section = o.path.split(".", 1)[0]
         if section == "activation_checkpoint" and launch.ac_kind is None:
             raise UserError(f"--{o.path}: give the activation-checkpoint:KIND subcommand before its options")
         if o.path == "parallelism.module_fqns_per_model_part":
             raise PlanError(f"--{o.path}", o.raw, "explicit stage lists on the command line are not read; "
                                                   "use --parallelism.pipeline_parallel_layers_per_stage")
+        check_option_rule(o.path, val, launch.argv[o.first].split("=", 1)[0])
         _set(job, o.path, val)
         paths.append(o.path)
     return job, paths
