@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
-from primus_launch.tuner.engine import Engine, Exhausted, Memo
+from primus_launch.tuner.engine import Engine, Exhausted, Memo, flat_fields
 from primus_launch.tuner.planner import Planner, hierarchical
 from primus_launch.tuner.planner_and_sweep import INDEX_LIMIT
 from primus_launch.tuner.result import Certificate
@@ -70,10 +70,21 @@ def run_branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline
     if cert.scored != memo.scored:   # the recipe's own plan lies outside the space: scored too, once
         cert.scored = memo.scored
         text = certificate_text(cert, memory_certain)
-        why = ", ".join(sp.outside_fields(own)) or "its settings"
+        why = _outside_settings(plan, sp, own)
         cert.text = (text[:-1] + f"; the recipe's own plan, outside the space, among the scored: outside by {why})"
                      if cert.certified else text)
     return cert
+
+
+def _outside_settings(plan: Plan, sp: Space, own: Knobs) -> str:
+    """The recipe's settings (plan field names, ``name=value``) that differ from the space's candidate
+    nearest its own plan (:meth:`Space.nearest`): what puts the recipe's plan outside the space."""
+    near = sp.nearest(own)
+    if near is None:
+        return "its settings"
+    a, b = (flat_fields(apply_knobs(plan, k).model_dump(include={"parallel", "training"})) for k in (own, near))
+    diff = [f"{key}={a[key]}" for key in a if a[key] != b.get(key)]
+    return ", ".join(diff) or "its settings"
 
 
 #: the branch and bound's warm start (``warm_start``) runs when this fraction of its work limit is spent

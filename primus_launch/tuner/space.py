@@ -161,23 +161,22 @@ class Space:
         f = self._flag_index[self.ctx[s]].get(tuple(k[N_STRUCT:]))
         return None if f is None else int(self.offsets[s]) + f
 
-    def outside_fields(self, k: Knobs) -> list[str]:
-        """Why ``k`` is not one of the space's candidates: its settings (``name=value``) that differ from the
-        nearest candidate -- the structural candidate sharing the most structural fields when ``k``'s
-        structure is not in the space, else the flag tuple of ``k``'s structure sharing the most flags;
-        empty when ``k`` is a candidate.  One pass over the structures (or one flag table)."""
+    def nearest(self, k: Knobs) -> Optional[Knobs]:
+        """The candidate nearest ``k`` when ``k`` is not one of the space's, else None: the structural
+        candidate sharing the most structural fields when ``k``'s structure is not in the space (with its
+        first flag tuple), else ``k``'s structure with the flag tuple sharing the most flags.  One pass
+        over the structures (or one flag table); None also for an empty space."""
         head, flags = tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:])
         s = self._struct_index.get(head)
         if s is None:
             if not self.structs:
-                return [f"{n}={v!r}" for n, v in zip(k._fields[:N_STRUCT], head)]
-            near = max(self.structs, key=lambda h: sum(a == b for a, b in zip(h, head)))
-            return [f"{n}={v!r}" for n, v, w in zip(k._fields[:N_STRUCT], head, near) if v != w]
-        if self._flag_index[self.ctx[s]].get(flags) is not None:
-            return []
+                return None
+            s = max(range(len(self.structs)), key=lambda j: sum(a == b for a, b in zip(self.structs[j], head)))
+        elif self._flag_index[self.ctx[s]].get(flags) is not None:
+            return None
         table = self.tables[self.ctx[s]]
         near = max(table, key=lambda f: sum(a == b for a, b in zip(f, flags)))
-        return [f"{n}={v!r}" for n, v, w in zip(k._fields[N_STRUCT:], flags, near) if v != w]
+        return Knobs._make(self.structs[s] + near)
 
     def flag_table(self, s: int) -> tuple[tuple, ...]:
         """The legal execution-flag tuples of structural candidate ``s``."""
