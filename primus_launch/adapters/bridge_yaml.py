@@ -47,8 +47,9 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
                                              stated_cluster, with_launch_env, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
-from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, mapping_items,
-                                                  mapping_root, node_value, scalar_text)
+from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, flag_dest,
+                                                  mapping_items, mapping_root, node_value, scalar_text,
+                                                  warnings_as_keys)
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
@@ -154,7 +155,7 @@ class BridgeRecipe(MappedYamlRecipe):
     run's ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name, str(value)) before
     the run starts: training/config.py apply_environment_variables)."""
 
-    spelled: dict[str, str] = field(default_factory=dict)  # Megatron destination -> the file's section.key
+    spelled: dict[str, tuple[str, Any]] = field(default_factory=dict)  # destination -> (section.key, value)
 
     def env_edits(self, values: dict[str, str]) -> list[ms.Edit]:
         """Edits that set each ``VAR: 'value'`` of ``values`` in ``env_vars`` (added when absent)."""
@@ -251,7 +252,7 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
         except PlanError as e:  # named as the file writes it, not as the Megatron-LM flag it becomes (user15)
             raise PlanError(f"{section}.{key}", raw, e.allowed) from None
         rec.put(dest, got, v)
-        rec.spelled[dest] = f"{section}.{key}"
+        rec.spelled[dest] = (f"{section}.{key}", raw)
 
 
 def _refuse_quoted_false(field: str, raw: Any, dest: str) -> None:
@@ -531,7 +532,7 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
         raise UserError(said) from None
     plan = with_source(plan, rec, str(p), FORMAT)
     src = plan.source
-    unmodelled = [w.model_copy(update={"flag": _bridge_keys(w.flag, rec.spelled)}) for w in src.unmodelled]
+    unmodelled = warnings_as_keys(list(src.unmodelled), rec.spelled)
     notes = [_bridge_keys(n, rec.spelled) for n in src.notes]
     # the cluster's note first: the one-screen answer shows the first notes that fit (the saved data-parallel size's
     # cluster was cut off behind the unread-fields note)
@@ -539,15 +540,12 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
     return plan.model_copy(update={"source": src.model_copy(update={"unmodelled": unmodelled, "notes": notes})})
 
 
-def _bridge_keys(text: str, spelled: Mapping[str, str]) -> str:
+def _bridge_keys(text: str, spelled: Mapping[str, tuple[str, Any]]) -> str:
     """``text`` with each Megatron-LM flag (``--manual-gc``) whose value the config gave spelled as the config's
     ``section.key`` (``train.manual_gc``): a Bridge user's warnings, notes and errors named Megatron-LM's flags."""
-    from primus_launch.adapters.megatron_args import BY_FLAG
-
     def key(m: re.Match) -> str:
-        spec = BY_FLAG.get(m.group(0))
-        dest = spec.dest if spec is not None else m.group(0)[2:].replace("-", "_")
-        return spelled.get(dest, m.group(0))
+        dest = flag_dest(m.group(0))
+        return spelled[dest][0] if dest in spelled else m.group(0)
 
     return re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", key, text)
 
