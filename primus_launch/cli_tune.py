@@ -81,6 +81,15 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
                     + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
 
 
+def primus_cluster_line(best: Plan, written: str) -> str:
+    """The cluster a tuned Primus experiment was tuned for, and how Primus launches it there: the experiment states
+    no cluster (user15: the 16 nodes fitted to a DeepSeek-V3 experiment 'tuned for 32N' were said only in a note)."""
+    c = best.cluster
+    gpn = "" if c.gpus_per_node == 8 else f" GPUS_PER_NODE={c.gpus_per_node}"
+    return (f"tuned for {c.num_nodes} node(s) x {c.gpus_per_node} {c.gpu} (a Primus experiment states no cluster): "
+            f"EXP={written} NNODES={c.num_nodes}{gpn} bash examples/run_slurm_pretrain.sh")
+
+
 def _flagged_cluster_notes(seed: Plan, flags: dict) -> Plan:
     """``seed`` without its reader's notes on the cluster the flags replaced: the recipe read on its own cluster
     noted 'cluster: 1 node(s) x 8 GPUs, the smallest node count that fits' under ``--tune --nodes 4`` (a Primus
@@ -362,6 +371,8 @@ def _print_tune_text(a: argparse.Namespace, res: TuneResult, plan: Plan, paths: 
     if written:
         print("\n" + fit(f"tuned recipe written to {shown(written)} ({human(files.get(str(written)))})"))
         _print_recipe_diff(plan, Path(written))
+        if plan.source is not None and plan.source.format == "primus-yaml" and not written_wrapper:
+            print(fit(primus_cluster_line(res.best_plan, shown(written))))
     if written_wrapper:
         print(fit(f"tuned wrapper written to {shown(written_wrapper)} ({human(files.get(str(written_wrapper)))}; "
                    "the tuned recipe on the wrapper's cluster)"))

@@ -631,3 +631,16 @@ def test_tune_on_flagged_cluster_drops_the_fitted_cluster_note(primus):
     assert not any(n.startswith("cluster: 1 node(s)") for n in kept)
     assert kept[0] == "cluster.gpu=mi355x: guessed from the folder name 'MI355X'" and len(kept) == len(plan.source.notes) - 1
     assert _flagged_cluster_notes(seed, {"gpu": "mi300x"}).source.notes[0].startswith("cluster: 1 node(s)")
+
+
+def test_tuned_experiment_says_its_cluster_and_launch(primus):
+    """user15: a tuned Primus experiment holds no cluster (Primus configs state none), yet the tune's node count
+    (fitted or --nodes) is what it was tuned for; the tune says it with Primus's own launch line."""
+    from primus_launch.cli_tune import primus_cluster_line
+
+    plan = load_primus_yaml(_meg(primus), Cluster(gpu="mi355x", num_nodes=4, gpus_per_node=8), env={})
+    assert primus_cluster_line(plan, "x.tuned.yaml") == (
+        "tuned for 4 node(s) x 8 mi355x (a Primus experiment states no cluster): "
+        "EXP=x.tuned.yaml NNODES=4 bash examples/run_slurm_pretrain.sh")
+    four = plan.with_changes(cluster={"gpus_per_node": 4, "num_nodes": 8})
+    assert "NNODES=8 GPUS_PER_NODE=4 bash" in primus_cluster_line(four, "x.tuned.yaml")
