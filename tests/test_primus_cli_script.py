@@ -93,3 +93,19 @@ def test_world_size_error_names_the_launchs_node_count(tmp_path):
     run.write_text(f"NNODES=4 EXP={MEG} bash examples/run_slurm_pretrain.sh --global_batch_size 24\n")
     with pytest.raises((UserError, PlanError), match=r"global_batch_size=24: .*dp = 1 x 16 \(nodes from the launch's NNODES=4\)"):
         load_recipe(run)
+
+
+def test_launch_cluster_notes(tmp_path):
+    """user15: ``primus-cli slurm srun -N 4 -- train pretrain --config X`` took the GPU from X's folder name without a
+    note (the YAML alone says it); ``EXP=X bash examples/run_pretrain.sh`` without NNODES (the script's default: 1
+    node) was projected on the fitted node count with the YAML's note 'Primus configs do not state the node count'."""
+    root = _tree(tmp_path)
+    run = root / "run.sh"
+    run.write_text(f"./primus-cli slurm srun -N 4 -- train pretrain --config {MEG}\n")
+    notes = load_recipe(run).source.notes
+    assert notes[1] == "cluster.gpu=mi355x: guessed from the folder name 'MI355X'"
+    run.write_text(f"EXP={MEG} bash examples/run_pretrain.sh\n")
+    notes = load_recipe(run).source.notes
+    assert any(n.startswith("cluster: 1 node(s) x 8 GPUs, the fewest the parallel layout fits: the launch sets no "
+                            "NNODES (examples/run_pretrain.sh and run_slurm_pretrain.sh default to 1 node)")
+               for n in notes), notes

@@ -245,7 +245,16 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
         raise
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
+    said = [note]
+    notes = list(plan.source.notes)
+    if kind == "example" and cluster is None:  # the example scripts default NNODES to 1: the fitted count is not theirs
+        notes = [f"{n.split(', the smallest node count', 1)[0]}, the fewest the parallel layout fits: the launch sets "
+                 "no NNODES (examples/run_pretrain.sh and run_slurm_pretrain.sh default to 1 node); give NNODES= "
+                 "or --nodes" if n.startswith("cluster: ") and "the smallest node count" in n else n for n in notes]
+    if cluster is not None and "gpu" not in given:  # the launch gave the node count; the GPU is still a guess (user15)
+        said.append(f"cluster.gpu={cluster.gpu}: guessed from the folder name {gpu[1]!r}" if gpu else
+                    f"cluster.gpu={cluster.gpu}: the config names no GPU (give --gpu)")
     src = plan.source.model_copy(update={"path": str(p) if label != "command" else str(hit),
                                          "format": "primus-cli-script",
-                                         "notes": [note, *plan.source.notes]})
+                                         "notes": [*said, *notes]})
     return plan.model_copy(update={"source": src})
