@@ -81,6 +81,35 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
                     + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
 
 
+def primus_cluster_line(best: Plan, written: str) -> str:
+    """The cluster a tuned Primus experiment was tuned for, and how Primus launches it there: the experiment states
+    no cluster (user15: the 16 nodes fitted to a DeepSeek-V3 experiment 'tuned for 32N' were said only in a note)."""
+    c = best.cluster
+    gpn = "" if c.gpus_per_node == 8 else f" GPUS_PER_NODE={c.gpus_per_node}"
+    return (f"tuned for {c.num_nodes} node(s) x {c.gpus_per_node} {c.gpu} (a Primus experiment states no cluster): "
+            f"EXP={written} NNODES={c.num_nodes}{gpn} bash examples/run_slurm_pretrain.sh")
+
+
+def _flagged_cluster_notes(seed: Plan, flags: dict) -> Plan:
+    """``seed`` without its reader's notes on the cluster the flags replaced: the recipe read on its own cluster
+    noted 'cluster: 1 node(s) x 8 GPUs, the smallest node count that fits' under ``--tune --nodes 4`` (a Primus
+    experiment), a cluster the tune does not run on.  A note on the node count goes with ``--nodes`` /
+    ``--gpus-per-node``, one on the GPU (``cluster.gpu=``, ``cluster gpu=``) with ``--gpu``."""
+    src = seed.source
+    if src is None:
+        return seed
+    sized = "num_nodes" in flags or "gpus_per_node" in flags
+
+    def replaced(n: str) -> bool:
+        if n.startswith(("cluster.gpu=", "cluster gpu=")):
+            return "gpu" in flags
+        return sized and n.startswith(("cluster:", "cluster guessed", "cluster gpus_per_node="))
+
+    notes = [n for n in src.notes if not replaced(n)]
+    return seed if notes == list(src.notes) else seed.model_copy(
+        update={"source": src.model_copy(update={"notes": notes})})
+
+
 def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Optional[str]]:
     """The plan a tune starts from, and why there is no legal reference (None when the recipe's own plan is
     legal on the cluster): a recipe whose parallel layout the cluster flags make illegal (TP 8 on 2 GPUs) is
@@ -107,6 +136,7 @@ def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Opti
             raise PlanError(e.field, e.value, f"{e.allowed}; and no layout the tune starts from is legal there either "
                             "(TP within a node, PP dividing the layers, CP = EP = 1, the recipe's model and global batch "
                             "kept): give a GPU count the global batch and the model divide into") from None
+        seed = _flagged_cluster_notes(seed, flags)
         c = seed.cluster
         why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
         print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
@@ -341,6 +371,8 @@ def _print_tune_text(a: argparse.Namespace, res: TuneResult, plan: Plan, paths: 
     if written:
         print("\n" + fit(f"tuned recipe written to {shown(written)} ({human(files.get(str(written)))})"))
         _print_recipe_diff(plan, Path(written))
+        if plan.source is not None and plan.source.format == "primus-yaml" and not written_wrapper:
+            print(fit(primus_cluster_line(res.best_plan, shown(written))))
     if written_wrapper:
         print(fit(f"tuned wrapper written to {shown(written_wrapper)} ({human(files.get(str(written_wrapper)))}; "
                    "the tuned recipe on the wrapper's cluster)"))

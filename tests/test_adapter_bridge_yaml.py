@@ -78,7 +78,7 @@ def test_plan_fields_are_the_files_values():
     assert pt.moe_grouped_gemm and pt.moe_token_dispatcher == "alltoall"
     # nothing dropped silently: Bridge-only fields in a note, train.manual_gc as a flag not modelled
     assert any("model.hf_model_id=Qwen/Qwen3-30B-A3B" in n for n in plan.source.notes)
-    assert any(u.flag == "--manual-gc" for u in plan.source.unmodelled)
+    assert any(u.flag == "train.manual_gc" for u in plan.source.unmodelled)
 
 
 def test_same_run_as_megatron_flags_gives_the_same_plan():
@@ -258,3 +258,36 @@ def test_fp8_fields_and_cuda_graph_enums(tmp_path):
     t = plan.training
     assert (t.precision, t.fp8_recipe, t.fp8_param_gather) == ("fp8", "mxfp8", True)
     assert (t.cuda_graph_impl, tuple(t.cuda_graph_scope)) == ("transformer_engine", ("attn", "moe_router"))
+
+
+@pytest.mark.parametrize("old,new,said", [
+    ("  tensor_model_parallel_size: 2", "  tensor_model_parallel_size: 3",
+     "model.tensor_model_parallel_size=3: must divide num_attention_heads=32"),
+    ("  global_batch_size: 256", "  global_batch_size: 250",
+     "train.global_batch_size=250: must be divisible by micro_batch_size x dp = 1 x 4"),
+    ("  micro_batch_size: 1", "  micro_batch_size: 0", "train.micro_batch_size=0: Input should be greater than 0"),
+    ("  recompute_granularity: null", "  recompute_granularity: fulll",
+     "model.recompute_granularity='fulll': one of full, selective"),
+    ("  seq_length: 4096", "  seq_length: 4096.5", "dataset.seq_length='4096.5': an integer"),
+])
+def test_errors_name_the_configs_keys(tmp_path, old, new, said):
+    """user15 (a Megatron-Bridge user's run_config.yaml): a refused value was named by the Megatron-LM flag it maps
+    to (``--tensor-model-parallel-size=3``, ``--global-batch-size=250``, ``--seq-length='4096.5'``); the config
+    writes ``model.tensor_model_parallel_size``, ``train.global_batch_size``, ``dataset.seq_length``."""
+    text = FIXTURE.read_text()
+    assert old in text
+    bad = tmp_path / "run_config.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises((UserError, PlanError)) as ei:
+        load_recipe(bad)
+    assert str(ei.value).startswith(said), str(ei.value)
+
+
+def test_cluster_note_first_and_warnings_in_the_configs_keys():
+    """user15: the warnings named ``--manual-gc`` (the config's ``train.manual_gc``), and the saved cluster's note
+    (the answer's 16 GPUs, the GPU a default) was cut off the one-screen answer behind the unread-fields note."""
+    plan = load_recipe(FIXTURE)
+    assert plan.source.notes[0].startswith("cluster from comm_overlap.data_parallel_size=4: 16 x h100-sxm "
+                                           "(2 nodes x 8; the GPU the default")
+    assert {u.flag for u in plan.source.unmodelled} >= {"train.manual_gc", "train.manual_gc_interval"}
+    assert not any(u.flag.startswith("--") for u in plan.source.unmodelled)

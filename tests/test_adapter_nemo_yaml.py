@@ -284,3 +284,14 @@ def test_tuned_values_replace_null_keys_instead_of_adding_duplicates(tmp_path):
     doc = yaml.safe_load(out)["model"]
     assert (doc["virtual_pipeline_model_parallel_size"], doc["activations_checkpoint_granularity"],
             doc["activations_checkpoint_method"], doc["activations_checkpoint_num_layers"]) == (2, "full", "uniform", 1)
+
+
+def test_warnings_name_the_configs_keys_as_written(tmp_path):
+    """user15 (NeMo-Framework-Launcher's conf/training/mixtral/mixtral_8x7b.yaml): ``masked_softmax_fusion: false``
+    was warned as ``--no-masked-softmax-fusion=true``, a Megatron-LM flag the NeMo user never wrote; it is named as
+    the config writes it, with its value."""
+    text = CONFIG.replace("  hidden_dropout: 0.0", "  hidden_dropout: 0.0\n  masked_softmax_fusion: false")
+    plan = load_recipe(_write(tmp_path, text))
+    got = {(u.flag, u.value) for u in plan.source.unmodelled}
+    assert ("model.masked_softmax_fusion", "false") in got
+    assert not any(u.flag.startswith("--") for u in plan.source.unmodelled), got

@@ -587,3 +587,60 @@ def test_tuned_dispatcher_switch_off_sync_free_stage_2_writes_back(primus):
     back = load_primus_yaml(exp, cl, env=moe)
     assert back.training.moe_token_dispatcher == "alltoall" and not back.training.moe_sync_free
     assert back.training.moe_expert_gemm == q.training.moe_expert_gemm == "turbo"  # stage 2's grouped GEMM, now said
+
+
+def test_errors_and_notes_name_the_experiments_keys(primus):
+    """user15 (an AMD engineer's MI355X experiments): a refused value or a reader note named the Megatron flag the
+    key maps to (``--fp8-format='e5m2'``, 'divide by --pipeline-model-parallel-size=12', a note on
+    '--pipeline-model-parallel-layout ...'); the experiment writes ``fp8:``, ``pipeline_model_parallel_size:``.
+    A global batch that no node count splits was refused as 'tp*cp*pp=... must divide world size 8' (the 1-node
+    fallback of the fitted cluster) in Megatron flag names; it is now the batch's own rule, with the fitted node
+    count said.  The cluster's notes (GPU guessed, nodes fitted) come first: the one-screen answer shows the first
+    notes that fit, and the fitted 16 nodes of a DeepSeek-V3 experiment 'tuned for 32N' were cut off."""
+    exp = _meg(primus)
+
+    def refused(text: str) -> str:
+        exp.write_text(text)
+        with pytest.raises((UserError, PlanError)) as ei:
+            load_primus_yaml(exp, env={})
+        return str(ei.value)
+
+    extra = lambda s: MEGATRON_EXP.replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n" + s)  # noqa: E731
+    assert refused(extra("      fp8: e5m2\n")).startswith("fp8='e5m2': one of e4m3, hybrid")
+    layout = refused(extra("      pipeline_model_parallel_layout: 'Et*8|t*8|t*8|t*8,L'\n"
+                           "      pipeline_model_parallel_size: 3\n"))
+    assert "divide by pipeline_model_parallel_size=3" in layout and "--" not in layout
+    gbs = refused(MEGATRON_EXP.replace("global_batch_size: 128", "global_batch_size: 127"))
+    assert gbs.startswith("global_batch_size=127: must be divisible by micro_batch_size x dp = 1 x 4 (on 1 node(s)")
+    assert "give --nodes" in gbs and "world size" not in gbs
+    exp.write_text(extra("      rampup_batch_size: [32, 32, 1000]\n"))
+    notes = load_primus_yaml(exp, env={}).source.notes
+    assert "rampup_batch_size 32 32 1000: the steady batch (global_batch_size) is projected, not the ramp" in notes
+    assert [n.startswith("cluster") for n in notes[:2]] == [True, True] and not notes[2].startswith("cluster")
+
+
+def test_tune_on_flagged_cluster_drops_the_fitted_cluster_note(primus):
+    """user15: ``--tune exp.yaml --nodes 4`` of an experiment whose layout is not legal on 4 nodes read it on its own
+    fitted cluster and printed that read's 'cluster: 1 node(s) x 8 GPUs, the smallest node count that fits' beside
+    a search on 4 nodes; the note on the node count goes with --nodes, the folder's GPU guess stays."""
+    from primus_launch.cli_tune import _flagged_cluster_notes
+
+    plan = load_primus_yaml(_meg(primus), env={})
+    seed = plan.with_changes(cluster={"num_nodes": 4})
+    kept = _flagged_cluster_notes(seed, {"num_nodes": 4}).source.notes
+    assert not any(n.startswith("cluster: 1 node(s)") for n in kept)
+    assert kept[0] == "cluster.gpu=mi355x: guessed from the folder name 'MI355X'" and len(kept) == len(plan.source.notes) - 1
+    assert _flagged_cluster_notes(seed, {"gpu": "mi300x"}).source.notes[0].startswith("cluster: 1 node(s)")
+
+
+def test_tuned_experiment_says_its_cluster_and_launch(primus):
+    """user15: a tuned Primus experiment holds no cluster (Primus configs state none), yet the tune's node count
+    (fitted or --nodes) is what it was tuned for; the tune says it with Primus's own launch line."""
+    from primus_launch.cli_tune import primus_cluster_line
+
+    plan = load_primus_yaml(_meg(primus), Cluster(gpu="mi355x", num_nodes=4, gpus_per_node=8), env={})
+    assert primus_cluster_line(plan, "x.tuned.yaml") == (
+        "tuned for 4 node(s) x 8 mi355x (a Primus experiment states no cluster): "
+        "EXP=x.tuned.yaml NNODES=4 bash examples/run_slurm_pretrain.sh")
+    four = plan.with_changes(cluster={"gpus_per_node": 4, "num_nodes": 8})
+    assert "NNODES=8 GPUS_PER_NODE=4 bash" in primus_cluster_line(four, "x.tuned.yaml")

@@ -413,7 +413,9 @@ def test_uneven_layout_rendered_through_titan_split():
                           training={"global_batch_size": 4096})
     out = render_torchtitan(q, text)
     back = plan_from_text(out, q.cluster, path=str(path))
-    assert back == q and back.layers_per_stage() == [16, 15, 15, 15]
+    # the notes differ by the header's cluster note: q's cluster came from the header comment, back's was given
+    same = {"source": {"notes"}}
+    assert back.model_dump(exclude=same) == q.model_dump(exclude=same) and back.layers_per_stage() == [16, 15, 15, 15]
     data = __import__("tomllib").loads(out)["parallelism"]
     fl, ll = (data.get(k, 1) for k in ("pipeline_parallel_first_stage_less_layers",
                                         "pipeline_parallel_last_stage_less_layers"))
@@ -528,3 +530,23 @@ def test_a_comment_naming_the_replaced_value_says_it_was():
     assert "tensor_parallel_degree = 4  # was 8: 8-way TP\n" in out
     assert render_torchtitan(plan, text) == text
     assert plan_from_text(out, None).parallel.tp == 4
+
+
+def test_cluster_from_the_header_comment_is_said(tmp_path, monkeypatch):
+    """user15: torchtitan's own TOMLs ('# NOTE: this toml config is a preset for 64 A100 GPUs.') were projected on
+    8 x 8 A100s with no note saying where that cluster came from; a launch line naming the TOML
+    (``torchrun --nproc_per_node 8 ... --job.config_file X``) took the header's GPU and torchrun's count, silently."""
+    from primus_launch.adapters.titan_job_argv import plan_from_job_command
+
+    notes = load_torchtitan(ROOT / "recipes/torchtitan/deepseek_v3_671b.toml").source.notes
+    assert notes[0] == ("cluster: 128 x 8 h100-sxm from the file's header comment ('preset for 1024 H100 GPUs'; "
+                        "give --gpu / --nodes / --gpus-per-node for another)")
+    toml = tmp_path / "llama3_8b.toml"
+    toml.write_text("# NOTE: this toml config is a preset for 64 A100 GPUs.\n[model]\nname = \"llama3\"\n"
+                    "flavor = \"8B\"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n")
+    monkeypatch.chdir(tmp_path)
+    plan = plan_from_job_command(["torchrun", "--nproc_per_node", "8", "-m", "torchtitan.train",
+                                  "--job.config_file", "llama3_8b.toml"])
+    assert (plan.cluster.gpu, plan.cluster.world_size) == ("a100-sxm-80gb", 8)
+    assert ("cluster gpu=a100-sxm-80gb: from the TOML's header comment (a preset for 64 GPUs); the GPU count is the "
+            "launch's, 8 (give --gpu for another GPU)") in plan.source.notes

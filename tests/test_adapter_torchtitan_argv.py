@@ -299,3 +299,19 @@ def test_user_module_may_hold_fields_of_its_own(tmp_path, monkeypatch):
                               "--parallelism.tensor_paralel_degree", "8", "--parallelism.tensor_parallel_degree", "2"])
     assert plan.parallel.tp == 2
     assert "--parallelism.tensor_paralel_degree" in [u.flag for u in plan.source.unmodelled]
+
+
+def test_launch_errors_name_the_options_as_typed():
+    """user15 (a TorchTitan user's launch line): ``--parallelism.tensor_parallel_degree 3`` on 8 GPUs was refused as
+    ``parallelism='replicate*cp*tp*pp=3'`` and ``--training.local_batch_size 0`` as ``training.local_batch_size=0``;
+    both are named as the options the command gave (torchtitan 0.3's ConfigManager spells them so)."""
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
+    from primus_launch.plan import Cluster, PlanError
+
+    cl = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
+    base = ["-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_8b"]
+    with pytest.raises(PlanError) as ei:
+        plan_from_launch(base + ["--parallelism.tensor_parallel_degree", "3"], cl)
+    assert str(ei.value) == "--parallelism.tensor_parallel_degree=3: must divide the world size 8 (1 x 8 h100-sxm)"
+    with pytest.raises(PlanError, match=r"^--training\.local_batch_size=0: "):
+        plan_from_launch(base + ["--training.local_batch_size", "0"], cl)

@@ -10,6 +10,7 @@ import pytest
 from primus_launch.adapters import detect_kind, load_recipe, render_recipe
 from primus_launch.adapters.primus_cli import cli_overrides
 from primus_launch.errors import UserError
+from primus_launch.plan import PlanError
 from tests.test_adapter_primus import _tree
 
 MEG = "examples/megatron/configs/MI355X/llama3_8B-BF16-pretrain.yaml"
@@ -37,7 +38,7 @@ def test_megatron_experiment_with_cli_overrides_env_and_nodes(tmp_path):
     assert plan.parallel.tp == 4  # ${PRIMUS_TP:2} from the script's export
     assert (plan.training.micro_batch_size, plan.training.global_batch_size) == (2, 512)  # CLI beats overrides
     assert plan.training.recompute.granularity == "full" and plan.model.num_layers == 32
-    with pytest.raises(UserError, match="primus-cli launch script"):
+    with pytest.raises(UserError, match="a Primus launch .* is read, not written"):
         render_recipe(plan, text)
 
 
@@ -82,3 +83,29 @@ def test_other_primus_commands_are_refused_by_name(tmp_path):
     assert detect_kind(run) == "primus-cli"
     with pytest.raises(UserError, match="runs 'projection memory', not 'train pretrain'"):
         load_recipe(run)
+
+
+def test_world_size_error_names_the_launchs_node_count(tmp_path):
+    """user15: ``NNODES=4 EXP=X bash examples/run_slurm_pretrain.sh`` with a global batch the 4 nodes cannot split
+    said 'must be divisible by micro_batch_size x dp = 1 x 16' without saying where the 16 came from."""
+    root = _tree(tmp_path)
+    run = root / "bench.sh"
+    run.write_text(f"NNODES=4 EXP={MEG} bash examples/run_slurm_pretrain.sh --global_batch_size 24\n")
+    with pytest.raises((UserError, PlanError), match=r"global_batch_size=24: .*dp = 1 x 16 \(nodes from the launch's NNODES=4\)"):
+        load_recipe(run)
+
+
+def test_launch_cluster_notes(tmp_path):
+    """user15: ``primus-cli slurm srun -N 4 -- train pretrain --config X`` took the GPU from X's folder name without a
+    note (the YAML alone says it); ``EXP=X bash examples/run_pretrain.sh`` without NNODES (the script's default: 1
+    node) was projected on the fitted node count with the YAML's note 'Primus configs do not state the node count'."""
+    root = _tree(tmp_path)
+    run = root / "run.sh"
+    run.write_text(f"./primus-cli slurm srun -N 4 -- train pretrain --config {MEG}\n")
+    notes = load_recipe(run).source.notes
+    assert notes[1] == "cluster.gpu=mi355x: guessed from the folder name 'MI355X'"
+    run.write_text(f"EXP={MEG} bash examples/run_pretrain.sh\n")
+    notes = load_recipe(run).source.notes
+    assert any(n.startswith("cluster: 1 node(s) x 8 GPUs, the fewest the parallel layout fits: the launch sets no "
+                            "NNODES (examples/run_pretrain.sh and run_slurm_pretrain.sh default to 1 node)")
+               for n in notes), notes

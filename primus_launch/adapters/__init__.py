@@ -213,9 +213,10 @@ def check_writable(plan: Plan) -> None:
 
 def _refuse_cli_script(fmt: Optional[str]) -> None:
     if fmt == "primus-cli-script":
-        raise UserError("recipe: a primus-cli launch script is read, not written: its --config experiment YAML holds "
-                        "the run and the command's overrides beat it; tune the experiment YAML (with the overrides "
-                        "moved into its modules.pre_trainer.overrides)")
+        raise UserError("recipe: a Primus launch (primus-cli ... --config X, EXP=X bash examples/run_pretrain.sh or "
+                        "run_slurm_pretrain.sh) is read, not written: its experiment YAML X holds the run and the "
+                        "command's overrides beat it; tune the experiment YAML (primus-launch --tune X --nodes N, the "
+                        "launch's node count; the command's overrides moved into its modules.pre_trainer.overrides)")
 
 
 def render_recipe(plan: Plan, original_text: str, primus_root: Optional[str | Path] = None) -> str:

@@ -47,8 +47,9 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
                                              stated_cluster, with_launch_env, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
-from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, mapping_items,
-                                                  mapping_root, node_value, scalar_text)
+from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, flag_dest,
+                                                  mapping_items, mapping_root, node_value, scalar_text,
+                                                  warnings_as_keys)
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
@@ -154,6 +155,8 @@ class BridgeRecipe(MappedYamlRecipe):
     run's ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name, str(value)) before
     the run starts: training/config.py apply_environment_variables)."""
 
+    spelled: dict[str, tuple[str, Any]] = field(default_factory=dict)  # destination -> (section.key, value)
+
     def env_edits(self, values: dict[str, str]) -> list[ms.Edit]:
         """Edits that set each ``VAR: 'value'`` of ``values`` in ``env_vars`` (added when absent)."""
         return env_mapping_edits(self.text, self.path, self.env_node, values, "env_vars",
@@ -192,12 +195,15 @@ def _plain(node: yaml.Node) -> Any:
     return node_value(node)
 
 
-def _integer(node: yaml.Node, dest: str) -> Any:
+def _integer(node: yaml.Node, dest: str, name: str) -> Any:
     """An integer field the reader translates itself (``model.seq_length``, ``num_query_groups``, ``vocab_size``,
     ``dataset.seq_length``) as the Megatron-LM argument ``dest`` takes it (:func:`megatron_args.convert`): a float,
     a word, nan / inf, a boolean, a list or a mapping is refused in one line naming the argument and the value
     (an ``int()`` of it raised ValueError / TypeError / OverflowError: an internal error)."""
-    return convert(BY_DEST[dest], _plain(node))
+    try:
+        return convert(BY_DEST[dest], _plain(node))
+    except PlanError as e:  # named as the file writes it (``name``), not as the Megatron-LM flag (user15)
+        raise PlanError(name, e.value, e.allowed) from None
 
 
 def _layout_text(v: Any) -> Any:
@@ -241,7 +247,12 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
             unread.append(f"{section}.{key}")
             continue  # a mapping where one number or switch belongs: refused by convert, naming the argument
         _refuse_quoted_false(f"{section}.{key}", raw, dest)
-        rec.put(dest, convert(spec, raw) if spec is not None else raw, v)
+        try:
+            got = convert(spec, raw) if spec is not None else raw
+        except PlanError as e:  # named as the file writes it, not as the Megatron-LM flag it becomes (user15)
+            raise PlanError(f"{section}.{key}", raw, e.allowed) from None
+        rec.put(dest, got, v)
+        rec.spelled[dest] = (f"{section}.{key}", raw)
 
 
 def _refuse_quoted_false(field: str, raw: Any, dest: str) -> None:
@@ -420,7 +431,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
             rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
         seq = child_node(m, "seq_length")
         if seq is not None and node_value(seq) is not None:  # a list or mapping too: refused, naming it
-            rec.put("seq_length", _integer(seq, "seq_length"), seq)
+            rec.put("seq_length", _integer(seq, "seq_length", "model.seq_length"), seq)
     persist = child_node(model, "persist_layer_norm")
     if isinstance(persist, yaml.ScalarNode) and isinstance(node_value(persist), bool):
         rec.put("no_persist_layer_norm", not node_value(persist), persist, inverted=True)
@@ -430,13 +441,13 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     groups = child_node(model, "num_query_groups")
     if groups is not None and node_value(groups) is not None:
         rec.put("group_query_attention", True, None)
-        rec.put("num_query_groups", _integer(groups, "num_query_groups"), groups)
+        rec.put("num_query_groups", _integer(groups, "num_query_groups", "model.num_query_groups"), groups)
     pad, own = child_node(outer, "should_pad_vocab"), child_node(outer, "vocab_size")
     if pad is not None and node_value(pad) is False and own is not None and node_value(own) is not None:
-        rec.put("padded_vocab_size", _integer(own, "vocab_size"), None)  # GPTModelProvider.provide: no padding
+        rec.put("padded_vocab_size", _integer(own, "vocab_size", "model.vocab_size"), None)  # GPTModelProvider.provide: no padding
     ds = rec.sections.get("dataset")
     ds_node = child_node(ds, "seq_length") if ds is not None else None
-    ds_seq = _integer(ds_node, "seq_length") if ds_node is not None else None
+    ds_seq = _integer(ds_node, "seq_length", "dataset.seq_length") if ds_node is not None else None
     if ds_seq is not None and rec.args.get("seq_length") is not None and ds_seq != rec.args["seq_length"]:
         rec.notes.append(f"dataset.seq_length={ds_seq} differs from model.seq_length={rec.args['seq_length']}: the "
                          "model's is projected")
@@ -477,7 +488,8 @@ def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:
     c = stated_cluster({"nodes": str(world // gpn), "gpus_per_node": str(gpn)}, None)
     if say:
         rec.notes.append(f"cluster from comm_overlap.data_parallel_size={node_value(node)}: {world} x {c.gpu} "
-                         f"({c.num_nodes} nodes x {gpn}); pass --gpu/--nodes to override")
+                         f"({c.num_nodes} nodes x {gpn}; the GPU the default: the config names none); pass "
+                         "--gpu/--nodes to override")
     return c
 
 
@@ -506,8 +518,36 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
     ``overrides``)."""
     p = Path(path)
     rec, written = _parse(read_recipe_text(p), str(p), cluster, overrides)
-    plan = plan_from_args(rec.args, written, name=p.stem)
-    return with_source(plan, rec, str(p), FORMAT)
+    try:
+        plan = plan_from_args(rec.args, written, name=p.stem)
+    except PlanError as e:  # the rule names the file's key (model.tensor_model_parallel_size), not the flag
+        field_ = _bridge_keys(str(e.field), rec.spelled)
+        if field_ == e.field:
+            raise
+        raise PlanError(field_, e.value, _bridge_keys(e.allowed, rec.spelled)) from None
+    except UserError as e:  # a plan bound broken ('--micro-batch-size=0: Input should be greater than 0')
+        said = _bridge_keys(str(e), rec.spelled)
+        if said == str(e):
+            raise
+        raise UserError(said) from None
+    plan = with_source(plan, rec, str(p), FORMAT)
+    src = plan.source
+    unmodelled = warnings_as_keys(list(src.unmodelled), rec.spelled)
+    notes = [_bridge_keys(n, rec.spelled) for n in src.notes]
+    # the cluster's note first: the one-screen answer shows the first notes that fit (the saved data-parallel size's
+    # cluster was cut off behind the unread-fields note)
+    notes = [n for n in notes if n.startswith("cluster")] + [n for n in notes if not n.startswith("cluster")]
+    return plan.model_copy(update={"source": src.model_copy(update={"unmodelled": unmodelled, "notes": notes})})
+
+
+def _bridge_keys(text: str, spelled: Mapping[str, tuple[str, Any]]) -> str:
+    """``text`` with each Megatron-LM flag (``--manual-gc``) whose value the config gave spelled as the config's
+    ``section.key`` (``train.manual_gc``): a Bridge user's warnings, notes and errors named Megatron-LM's flags."""
+    def key(m: re.Match) -> str:
+        dest = flag_dest(m.group(0))
+        return spelled[dest][0] if dest in spelled else m.group(0)
+
+    return re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", key, text)
 
 
 # --------------------------------------------------------------------------- writing

@@ -160,6 +160,31 @@ class MappedYamlRecipe:
     env_node: yaml.MappingNode | None = None
 
 
+def flag_dest(flag: str) -> str | None:
+    """The Megatron-LM destination a flag sets (``--fp8-format`` -> ``fp8``, ``--no-masked-softmax-fusion`` ->
+    ``masked_softmax_fusion``); None for a word no flag table knows."""
+    spec = BY_FLAG.get(flag)
+    if spec is not None:
+        return spec.dest
+    row = megatron_flags.by_option().get(flag)
+    return row.dest if row is not None else None
+
+
+def warnings_as_keys(unmodelled: list[UnmodelledFlag], spelled: dict[str, tuple[str, Any]]) -> list[UnmodelledFlag]:
+    """Each warning on a Megatron-LM flag whose value the file gave (``spelled``: destination -> (the file's dotted
+    key, its value as written)) named as the file writes it: ``--no-masked-softmax-fusion=true`` ->
+    ``model.masked_softmax_fusion=false`` (a NeMo / Megatron-Bridge user's warnings named flags they never typed)."""
+    out = []
+    for w in unmodelled:
+        dest = flag_dest(w.flag) if w.flag.startswith("--") else None
+        if dest in spelled:
+            key, value = spelled[dest]
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            w = w.model_copy(update={"flag": key, "value": shown})
+        out.append(w)
+    return out
+
+
 def runner_unescaped(value: str) -> str:
     """A ``MODEL_ARGS`` value as Megatron-LM's functional-test runner hands it to the training script
     (tests/functional_tests/shell_test_utils/_run_training.sh, core_v0.14.0): ``echo "$value" | xargs`` (a

@@ -51,7 +51,8 @@ from primus_launch.adapters.megatron import (cluster_edits, default_cluster_note
                                              stated_cluster, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, changed_args, convert, plan_from_args
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
-from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, mapping_root, scalar_text
+from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, mapping_items, mapping_root, node_value,
+                                                  scalar_text, warnings_as_keys)
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved, unresolved_why
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
@@ -432,7 +433,16 @@ def load_nemo1_yaml(path: str | Path, cluster: Cluster | None = None,
     ``trainer.devices`` on the ``# primus-launch: gpu=`` comment's GPU, completed by partial ``overrides``)."""
     p = Path(path)
     rec, written = _parse(read_recipe_text(p), str(p), cluster, overrides)
-    return with_source(_plan(rec, written, p.stem), rec, str(p), FORMAT)
+    plan = with_source(_plan(rec, written, p.stem), rec, str(p), FORMAT)
+    spelled = {}  # destination -> (the file's dotted key, its value as written), where the file gave it directly
+    for dest, nodes in rec.nodes.items():
+        node, inverted = nodes[-1]
+        if not inverted and isinstance(node, yaml.ScalarNode):
+            sec, key = _HOME.get(dest, ("model", _NEMO_KEY.get(dest, dest)))
+            spelled[dest] = (f"{'model.' if sec == 'optim' else ''}{sec}.{key}", node_value(node))
+    src = plan.source  # user15: '--no-masked-softmax-fusion=true' for the file's model.masked_softmax_fusion: false
+    return plan.model_copy(update={"source": src.model_copy(update={
+        "unmodelled": warnings_as_keys(list(src.unmodelled), spelled)})})
 
 
 # --------------------------------------------------------------------------- writing

@@ -30,7 +30,7 @@ from primus_launch.adapters.torchtitan_script import ENV_WORD, command_lines
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
 from primus_launch.inputs import find_from_run_root
-from primus_launch.plan import Cluster, Plan
+from primus_launch.plan import Cluster, Plan, PlanError
 
 _CLI = "primus-cli"
 
@@ -202,12 +202,14 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
         raise UserError(f"--config={cfg!r}: no such file next to {label} or in a folder above it (the path is relative to "
                         "where Primus runs, the Primus checkout's root)")
     nodes: Optional[int] = None
+    nodes_from = ""  # how the launch states its node count, for an error that reads it
     gpn_written: Optional[str] = env.get("GPUS_PER_NODE")
     if "slurm" in mode:
         for j, w in enumerate(mode):
             k, eq, v = slurm_option(w)
             if k in ("-N", "--nodes"):
                 nodes = _count(v if eq else (mode[j + 1] if j + 1 < len(mode) else ""), f"primus-cli slurm {k}")
+                nodes_from = f"primus-cli slurm {k} {nodes}"
     if kind == "main":  # torchrun ... primus/cli/main.py: torchrun's own counts
         from primus_launch.adapters.torchrun_argv import resolve_option
 
@@ -218,10 +220,12 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
             v = v if eq else (mode[j + 1] if j + 1 < len(mode) else "")
             if k == "--nnodes":
                 nodes = _count(v, "torchrun --nnodes")
+                nodes_from = f"torchrun --nnodes {nodes}"
             elif k in ("--nproc_per_node", "--nproc-per-node"):
                 gpn_written = v
     if nodes is None and env.get("NNODES"):
         nodes = _count(env["NNODES"], "NNODES")
+        nodes_from = f"NNODES={nodes}"
     import os
 
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
@@ -232,11 +236,25 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
     cli = cli_overrides(extra)
     text, full_env = read_recipe_text(hit), {**os.environ, **env}
     # no node count stated: the one the layout needs, on the GPU / node size given
-    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None,
-                          launch_env=env)
+    try:
+        plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli,
+                              overrides=given if cluster is None else None, launch_env=env)
+    except PlanError as e:
+        if nodes_from and "num_nodes" not in given and re.search(r"world size|\bdp\b", e.allowed):
+            raise PlanError(e.field, e.value, f"{e.allowed} (nodes from the launch's {nodes_from})") from None
+        raise
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
+    said = [note]
+    notes = list(plan.source.notes)
+    if kind == "example" and cluster is None:  # the example scripts default NNODES to 1: the fitted count is not theirs
+        notes = [f"{n.split(', the smallest node count', 1)[0]}, the fewest the parallel layout fits: the launch sets "
+                 "no NNODES (examples/run_pretrain.sh and run_slurm_pretrain.sh default to 1 node); give NNODES= "
+                 "or --nodes" if n.startswith("cluster: ") and "the smallest node count" in n else n for n in notes]
+    if cluster is not None and "gpu" not in given:  # the launch gave the node count; the GPU is still a guess (user15)
+        said.append(f"cluster.gpu={cluster.gpu}: guessed from the folder name {gpu[1]!r}" if gpu else
+                    f"cluster.gpu={cluster.gpu}: the config names no GPU (give --gpu)")
     src = plan.source.model_copy(update={"path": str(p) if label != "command" else str(hit),
                                          "format": "primus-cli-script",
-                                         "notes": [note, *plan.source.notes]})
+                                         "notes": [*said, *notes]})
     return plan.model_copy(update={"source": src})

@@ -416,15 +416,20 @@ def gpu_from_folder(path: Path) -> Optional[tuple[str, str]]:
 
 
 def _fit_nodes(tp: int, cp: int, pp: int, ep: int, etp: int, gpn: int, mbs: Optional[int], gbs: Optional[int]) -> int:
+    """The fewest nodes of ``gpn`` GPUs whose world the parallel degrees divide and whose data-parallel size divides
+    ``gbs / mbs``; where no count up to 4096 does, the fewest the degrees alone fit, so that the plan's own check
+    names what does not fit (``global_batch_size``, or the expert degree against the experts), not a 1-node world."""
+    first = None
     for n in range(1, 4097):
         w = n * gpn
         if w % (tp * cp * pp) or w % (etp * ep * pp):
             continue
+        first = first or n
         dp = w // (tp * cp * pp)
         if mbs and gbs and gbs % (mbs * dp):
             continue
         return n
-    return 1
+    return first or 1
 
 
 def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Optional[int], gbs: Optional[int],
@@ -449,6 +454,22 @@ def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Op
         notes.append(f"cluster: {gpn} GPUs per node, the default (Primus configs do not state it; give "
                      "--gpus-per-node or a wrapper TOML)")
     return Cluster(**{**o, "gpu": gpu, "num_nodes": n, "gpus_per_node": gpn})
+
+
+def _cluster_first(notes: list[str]) -> list[str]:
+    """``notes`` with the cluster's (:func:`default_cluster`: the GPU guessed from the folder, the node count fitted)
+    first: the one-screen answer shows the first notes that fit, and a DeepSeek-V3 experiment 'tuned for 32N' was
+    projected on the 16 nodes fitted with that note cut off behind the Megatron reader's longer ones."""
+    return [n for n in notes if n.startswith("cluster")] + [n for n in notes if not n.startswith("cluster")]
+
+
+def _on_fitted_nodes(e: PlanError, cluster: Cluster, fitted: bool) -> PlanError:
+    """``e`` saying where the node count came from when it was fitted (:func:`default_cluster`) and ``e`` reads the
+    cluster (data-parallel size, world size): 'dp = 2 x 8' alone does not tell the user that the 8 is a guess."""
+    if not fitted or not re.search(r"world size|\bdp\b|data.parallel", e.allowed):
+        return e
+    return PlanError(e.field, e.value, f"{e.allowed} (on {cluster.num_nodes} node(s) x {cluster.gpus_per_node} GPUs, "
+                     "the fewest the parallel degrees fit: Primus configs do not state the node count; give --nodes)")
 
 
 # ----------------------------------------------------------------------------- Megatron trainers
@@ -854,9 +875,18 @@ def _key_of(name: str, cfg: Mapping[str, Any]) -> Optional[str]:
     destination (:data:`~primus_launch.adapters.megatron_args.YAML_ALIASES`) it is; None where none is."""
     from primus_launch.adapters.megatron_args import YAML_ALIASES
 
-    dest = name[2:].replace("-", "_") if name.startswith("--") else name
+    from primus_launch.adapters.megatron_args import BY_FLAG
+
+    flag = BY_FLAG.get(name) if name.startswith("--") else None  # --fp8-format is read into fp8
+    dest = flag.dest if flag else name[2:].replace("-", "_") if name.startswith("--") else name
     keys = [k for k in cfg if YAML_ALIASES.get(k, k) == dest]
     return keys[0] if keys else None
+
+
+def _flags_as_keys(text: str, cfg: Mapping[str, Any]) -> str:
+    """``text`` with each Megatron flag it names (``--pipeline-model-parallel-size``) spelled as the experiment's key
+    that sets it (``pipeline_model_parallel_size``), where the configuration holds one; other words kept."""
+    return re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", lambda m: _key_of(m.group(0), cfg) or m.group(0), text)
 
 
 def _as_written(e: Exception, r: Resolved) -> Exception:
@@ -865,11 +895,13 @@ def _as_written(e: Exception, r: Resolved) -> Exception:
     variable and the variable's value as given (``PRIMUS_TP=1e400`` was shown as 'inf')."""
     text = str(e)
     name = e.field if isinstance(e, PlanError) else (m.group(1) if (m := re.match(r"(--[\w-]+)=", text)) else None)
-    if not name:
-        return e
-    key = _key_of(name, r.config)
-    if key is None:
-        return e
+    key = _key_of(name, r.config) if name else None
+    if key is None:  # a compound name or one the configuration does not hold: its flags as the keys that set them
+        if isinstance(e, PlanError):
+            field, allowed = _flags_as_keys(e.field, r.config), _flags_as_keys(e.allowed, r.config)
+            return e if (field, allowed) == (e.field, e.allowed) else PlanError(field, e.value, allowed)
+        spelled = _flags_as_keys(text, r.config)
+        return e if spelled == text else UserError(spelled)
     rest = text[len(name) + 1:]  # "<value>: <allowed>"
     value, sep, allowed = rest.partition(": ")
     held = r.config.get(key)
@@ -877,6 +909,7 @@ def _as_written(e: Exception, r: Resolved) -> Exception:
         value, allowed = e.value, e.allowed
         if held != value and str(held) != str(value):
             return e
+    allowed = _flags_as_keys(allowed, r.config)
     raw, used = r.env_refs.get(key, ("", {}))
     if raw:
         raw = raw if len(raw) <= 200 else f"{raw[:60]}... ({len(raw):,} characters)"
@@ -885,7 +918,7 @@ def _as_written(e: Exception, r: Resolved) -> Exception:
         return UserError(f"{src}: {allowed}")
     if isinstance(e, PlanError):
         return PlanError(key, value, allowed)
-    return UserError(f"{key}={rest}") if sep else e
+    return UserError(f"{key}={value}: {allowed}") if sep else e
 
 
 def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
@@ -994,6 +1027,7 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
         num("context_parallel_size", 1)
     ep = num("expert_model_parallel_size", 1)
     etp = args.get("expert_tensor_parallel_size") or tp
+    nodes_fitted = cluster is None and "num_nodes" not in (overrides or {})
     if cluster is None:
         cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
                                   args.get("global_batch_size"), notes, overrides)
@@ -1003,7 +1037,10 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
     if all(args.get(d) is None for d in SHAPE_DESTS):  # Megatron-LM's "required" would name a flag nobody wrote
         raise UserError(f"{r.path}: modules.{r.module}: no model ({', '.join(SHAPE_DESTS)} unset); give model: "
                         "<a Primus models/megatron preset> with config:, or the model's keys under overrides")
-    plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
+    try:
+        plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
+    except PlanError as e:
+        raise _on_fitted_nodes(e, cluster, nodes_fitted) from None
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
     if layer_ids is not None:
         upd["training"]["recompute"] = dict(granularity="full", method="layer_ids", num_layers=None,
@@ -1049,7 +1086,8 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
             upd["parallel"]["vpp"] = vpp
     src = Source(framework="megatron", path=str(r.path), format="primus-yaml",
                  unmodelled=list((plan.source.unmodelled if plan.source else [])) + unmod,
-                 notes=list((plan.source.notes if plan.source else [])) + notes)
+                 notes=_cluster_first([_flags_as_keys(n, cfg) for n in (plan.source.notes if plan.source else [])]
+                                      + notes))
     if upd["training"] or upd["parallel"]:
         plan = plan.with_changes(**{k: v for k, v in upd.items() if v})
     return plan.model_copy(update={"source": src})

@@ -206,6 +206,9 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
     if cluster is None and ov:
         plan = plan.with_changes(cluster=ov)
     note = default_gpu_note(cluster, ov) if cluster is not None and header is None else None
+    if cluster is not None and header is not None and "gpu" not in ov:  # the header's GPU, the launch's count
+        note = (f"cluster gpu={cluster.gpu}: from the TOML's header comment (a preset for {header.world_size} "
+                f"GPUs); the GPU count is the launch's, {cluster.world_size} (give --gpu for another GPU)")
     if note is not None and plan.source is not None:  # torchrun's counts, the GPU kind nowhere
         plan.source.notes.append(note)
     from primus_launch.adapters.repeated import repeated_notes

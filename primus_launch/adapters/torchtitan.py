@@ -758,6 +758,9 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     cl = job_cluster(header_text, job, cluster)
     if cluster is None and (not header_text or cluster_from_header(header_text) is None):
         notes.append(_assumed_note(cl))
+    elif cluster is None:  # said: the answer's cluster is the header comment's, not one the user typed (user15)
+        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} from the file's header comment "
+                     f"('{_header_line(cl)}'; give --gpu / --nodes / --gpus-per-node for another)")
     W = cl.world_size
     trn, par = _tbl(job, "training"), _tbl(job, "parallelism")
     cmp_ = _tbl(job, "compile")
@@ -788,8 +791,11 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     etp_raw = _int(par, "parallelism", "expert_tensor_parallel_degree", 1)
     other = rep * cp * tp * pp
     if shard_raw == -1:
-        if W % other:
-            raise PlanError("parallelism", f"replicate*cp*tp*pp={other}",
+        if W % other:  # named by the degrees the job sets, as the user spells them (user15: was 'parallelism=')
+            set_ = [flag(f"parallelism.{k}") for k, v in (("data_parallel_replicate_degree", rep),
+                    ("context_parallel_degree", cp), ("tensor_parallel_degree", tp), ("pipeline_parallel_degree", pp))
+                    if v > 1]
+            raise PlanError(" x ".join(set_), other,
                             f"must divide the world size {W} ({cl.num_nodes} x {cl.gpus_per_node} {cl.gpu})")
         shard = W // other
     else:

@@ -422,8 +422,13 @@ def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
 
     launch = parse_launch(argv)
     job, paths = launch_job(launch)
-    plan = plan_from_job(job, cluster, fmt="torchtitan-argv", set_paths=paths, flag=lambda p: f"--{p}",
-                         version="0.3")
+    try:
+        plan = plan_from_job(job, cluster, fmt="torchtitan-argv", set_paths=paths, flag=lambda p: f"--{p}",
+                             version="0.3")
+    except PlanError as e:  # a value the command gave, named as its option (user15: was 'training.local_batch_size=0')
+        if e.field in paths:
+            raise PlanError(f"--{e.field}", e.value, e.allowed) from None
+        raise
     said = repeated_notes(((f"--{o.path}", "false" if o.negated else "true" if o.raw is None else o.raw)
                            for o in launch.overrides), "torchtitan")
     if said and plan.source is not None:
