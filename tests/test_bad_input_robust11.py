@@ -82,7 +82,7 @@ def _refused_writing_nothing(tmp_path: Path, files: dict[str, str], argv: list[s
     ("b.yaml", BRIDGE, "virtual_pipeline_model_parallel_size: 2", "virtual_pipeline_model_parallel_size: 0",
      ("--num-virtual-stages-per-pipeline-rank=0",)),
     ("b.yaml", BRIDGE, "expert_tensor_parallel_size: 1", "expert_tensor_parallel_size: 0",
-     ("--expert-tensor-parallel-size=0",)),
+     ("model.expert_tensor_parallel_size=0",)),
     ("r.toml", TOML, 'selective_ac_option = "op"', 'selective_ac_option = "99999999999"',
      ("activation_checkpoint.selective_ac_option=99999999999", "at most 10,000")),
     ("r.toml", TOML, "seq_len = 8192", "seq_len = 99999999999", ("training.seq_len=99999999999",)),

@@ -42,7 +42,8 @@ def project(
     """
     from primus_launch.projection.hardware.gpus import check_precision
 
-    check_precision(plan.cluster.gpu, plan.training.precision)  # unknown GPU -> PlanError before any work
+    check_precision(plan.cluster.gpu, plan.training.precision, plan.training.fp8_recipe,
+                    plan.training.fp4_recipe)  # unknown GPU -> PlanError before any work
     check_memory_args(memory_margin, memory_basis)
     substituted = not dry_run and plan.model.is_hybrid
     if dry_run or substituted:

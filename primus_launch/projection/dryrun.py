@@ -17,7 +17,7 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     from primus_launch.projection.cost.flags import unmodelled_flags
     from primus_launch.projection.hardware.gpus import check_precision, resolve_power_cap
 
-    check_precision(plan.cluster.gpu, plan.training.precision)
+    check_precision(plan.cluster.gpu, plan.training.precision, plan.training.fp8_recipe, plan.training.fp4_recipe)
     refuse_unmodelled_hybrid(plan)
     run = resolve_power_cap(plan)
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,

@@ -344,7 +344,16 @@ def has_fp8(spec: GPUSpec) -> bool:
     return spec.peak_flops_fp8 > spec.peak_flops_bf16
 
 
-def check_precision(name: str, precision: str) -> None:
+#: kernel families without MX (block-scaled, 32-element E8M0 scales) tensor-core formats: TE's
+#: ``_compute_mxfp8_support`` / ``_compute_nvfp4_support`` (transformer_engine/pytorch/quantization.py at
+#: d0067d0: compute capability >= 10.0) and torchao's MX converter in TorchTitan
+#: (``components/quantization/mx.py``: "MXFP8 is only supported on SM100 or later architectures"); AMD's MX
+#: formats arrive with CDNA4 (MI355X, gfx950), not CDNA3 (MI300X / MI325X, gfx942)
+NO_MX_ARCHES = ("ampere", "hopper", "cdna3")
+
+
+def check_precision(name: str, precision: str, fp8_recipe: Optional[str] = None,
+                    fp4_recipe: Optional[str] = None) -> None:
     """:class:`PlanError` for a GPU the run's precision cannot run on: FP8 / FP4 on a GPU without FP8
     tensor cores (``peak_flops_fp8`` equal to its BF16 peak: A100).  Such a plan was priced at the BF16
     rate, its MFU taken against an "FP8 dense peak" equal to the BF16 one, while the run does not start
@@ -357,6 +366,16 @@ def check_precision(name: str, precision: str) -> None:
                         f"bf16 or fp16 on {name}: it has no FP8 tensor cores (its peak_flops_fp8 is its BF16 peak, "
                         "hardware/gpus.py; Transformer Engine's FP8 needs compute capability >= 8.9; a --gpu-file "
                         "GPU with FP8 states peak_flops_fp8)")
+    if spec.arch in NO_MX_ARCHES:  # MXFP8 / NVFP4 do not start there (:data:`NO_MX_ARCHES`)
+        if precision in ("fp8", "fp4") and fp8_recipe == "mxfp8":
+            raise PlanError("training.fp8_recipe", "mxfp8",
+                            f"delayed, tensorwise or blockwise on {name} ({spec.arch}): MXFP8 needs compute "
+                            "capability >= 10.0 (Blackwell; Transformer Engine check_mxfp8_support, torchao's MX "
+                            "converter) or AMD CDNA4 (MI355X)")
+        if precision == "fp4":
+            raise PlanError("training.precision", f"fp4 ({fp4_recipe or 'nvfp4'})",
+                            f"bf16 or fp8 on {name} ({spec.arch}): NVFP4 needs compute capability >= 10.0 "
+                            "(Blackwell; Transformer Engine check_nvfp4_support)")
 
 
 def resolve_power_cap(plan: Plan) -> Plan:
