@@ -125,13 +125,13 @@ def _line_of(key: str, section_last: bool = False) -> int:
     return hits[-1] if section_last else hits[0]
 
 
-@pytest.mark.parametrize("key, last, flag, value, shown", [
-    ("seq_length", True, "--seq-length", ".nan", "'nan'"),            # model.seq_length
-    ("seq_length", True, "--seq-length", "{a: 1}", "{'a': 1}"),
-    ("seq_length", False, "--seq-length", "1e400", "'1e400'"),        # dataset.seq_length
-    ("seq_length", False, "--seq-length", "[1]", "[1]"),
-    ("num_query_groups", False, "--num-query-groups", ".nan", "'nan'"),
-    ("num_query_groups", False, "--num-query-groups", "{a: 1}", "{'a': 1}")])
+@pytest.mark.parametrize("key, last, flag, value, shown", [   # flag: the run config's section.key (user15)
+    ("seq_length", True, "model.seq_length", ".nan", "'nan'"),
+    ("seq_length", True, "model.seq_length", "{a: 1}", "{'a': 1}"),
+    ("seq_length", False, "dataset.seq_length", "1e400", "'1e400'"),
+    ("seq_length", False, "dataset.seq_length", "[1]", "[1]"),
+    ("num_query_groups", False, "model.num_query_groups", ".nan", "'nan'"),
+    ("num_query_groups", False, "model.num_query_groups", "{a: 1}", "{'a': 1}")])
 def test_bridge_integers_the_reader_converts_are_refused_by_name(tmp_path, key, last, flag, value, shown):
     (tmp_path / "b.yaml").write_text(_bridge_with(_line_of(key, last), value))
     rc, _, err = cli(["--project", "b.yaml", "--dry-run", "--json"], tmp_path)
@@ -141,7 +141,7 @@ def test_bridge_integers_the_reader_converts_are_refused_by_name(tmp_path, key, 
 def test_bridge_mapping_where_a_parallel_size_belongs_is_refused_not_noted(tmp_path):
     (tmp_path / "b.yaml").write_text(_bridge_with(_line_of("expert_model_parallel_size"), "{a: 1}"))
     rc, _, err = cli(["--project", "b.yaml", "--dry-run", "--json"], tmp_path)
-    refused(rc, err, "--expert-model-parallel-size={'a': 1}", "not a mapping")
+    refused(rc, err, "model.expert_model_parallel_size={'a': 1}", "not a mapping")
 
 
 # -------------------------------------------------------------------------------------------------- Primus
