@@ -283,7 +283,9 @@ def check_key_typos(job: dict) -> None:
     """Refuse a key or table one or two letters away from a TorchTitan field (``tensor_paralel_degree``,
     ``[paralelism]``), or cut short to the start of one field (``tensor_parallel``): TorchTitan's ``ConfigManager`` refuses a field its ``JobConfig`` does not hold
     ("Invalid field names", torchtitan v0.2.2 ``torchtitan/config/manager.py`` ``_dict_to_dataclass``), where
-    the reader would only list it as not modelled and project the run without the value meant.  A job that
+    the reader would only list it as not modelled and project the run without the value meant; a key of a known table
+    that no release of TorchTitan holds (``[metrics] log_frequency``) is refused too, naming its (sub-)table as
+    TorchTitan does (``[training.dataloader]``); a field of v0.1.0 - v0.2.1 that v0.2.2 dropped is kept.  A job that
     extends ``JobConfig`` (``job.custom_config_module``, ``experimental.custom_args_module``) may hold fields of
     its own: nothing is refused then."""
     import difflib
