@@ -44,7 +44,11 @@ different values (Megatron-LM, torchrun, TorchTitan overrides: noted, the last r
 switch (``sequence_parallel: 'false'``, refused), an output over a tokenizer file the recipe names (refused), a launcher
 asking for more nodes than the ``#SBATCH`` header allocates (noted); the titanjob classes (``--only tj:``): a TorchTitan
 0.3 option of a section the plan does not read (optimizer, lr_scheduler, checkpoint, metrics, ...) misspelt or of the
-wrong type (refused by torchtitan's own option table), a v0.2 TOML's misspelt key of a neutral table (refused).
+wrong type (refused by torchtitan's own option table), a v0.2 TOML's misspelt key of a neutral table (refused); the
+titanval classes (``--only tv:``): a v0.2 TOML key read into the plan with a value TorchTitan does not allow
+(``converters = "float8"``, ``recipe_name = "colwise"``, ``mxfp8_dim1_cast_kernel_choice = "cutlass"``,
+``selective_ac_option = 2``: refused), an unknown key far from every name (``[metrics] log_frequency``: refused, naming
+its sub-table), valid values read.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1498,6 +1502,48 @@ def titanjob_cases() -> list[Case]:
     return out
 
 
+def _toml_with(table: str, line: str) -> bytes:
+    """The campaign's TorchTitan TOML with ``line`` in ``[table]`` (its own line for the key dropped)."""
+    key = line.split("=", 1)[0].strip()
+    text = "\n".join(x for x in TOML.decode().splitlines() if "=" not in x or x.split("=", 1)[0].strip() != key) + "\n"
+    head = f"[{table}]\n"
+    return (text.replace(head, head + line + "\n", 1) if head in text else text + f"\n{head}{line}\n").encode()
+
+
+def titanval_cases() -> list[Case]:
+    """The titanval classes (``--only tv:``): a v0.2 job TOML's key read into the plan with a value torchtitan does not
+    allow (its ``JobConfig`` field type, v0.2.2 ``config/job_config.py``, or the check of the code that reads it) was
+    accepted when the value went unused or was a string -- ``converters = "float8"`` read as FP8, ``recipe_name =
+    "colwise"`` with the converter off, ``selective_ac_option = 2`` read as every-2nd-layer AC: now refused in one line
+    naming the key, the value and what is allowed; an unknown key far from every name (``[metrics] log_frequency``)
+    refused as v0.2's ConfigManager refuses it, naming its sub-table (``[training.dataloader]``).  Valid values read."""
+    out: list[Case] = []
+    for table, line, expect in (
+            ("model", 'converters = "float8"', ("model.converters='float8'", "converter names")),
+            ("model", 'converters = ["fp8"]', ("model.converters=['fp8']", "quantize.linear.float8")),
+            ("quantize.linear.float8", 'recipe_name = "colwise"', ("recipe_name='colwise'", "rowwise_with_gw_hp")),
+            ("quantize.linear.mx", 'mxfp8_dim1_cast_kernel_choice = "cutlass"', ("'cutlass'", "triton, cuda, torch")),
+            ("quantize.grouped_mm.mx", 'recipe_name = "mxfp4"', ("'mxfp4'", "mxfp8")),
+            ("quantize.grouped_mm.float8", "fqns = 3", ("fqns=3",)),
+            ("activation_checkpoint", "selective_ac_option = 2", ("selective_ac_option=2", "a string")),
+            ("activation_checkpoint", 'selective_ac_option = "2 "', ("selective_ac_option='2 '", "'op'")),
+            ("parallelism", 'module_fqns_per_model_part = "layers.0"', ("module_fqns_per_model_part='layers.0'",)),
+            ("metrics", "log_frequency = 10", ("metrics.log_frequency=10", "[metrics]")),
+            ("training.dataloader", "num_wrokers = 2", ("[training.dataloader]", "num_workers")),
+            ("training.dataloader", "foo = 2", ("training.dataloader.foo=2", "[training.dataloader]"))):
+        out.append(Case(f"tv:bad:{table}.{line}", "value", {"c.toml": _toml_with(table, line)},
+                        ["--project", "c.toml", *TAIL], expect_refusal=True, expect_words=expect))
+    for table, line in (("model", 'converters = ["quantize.linear.float8"]'),
+                        ("quantize.linear.float8", 'recipe_name = "rowwise"'),
+                        ("quantize.linear.mx", 'mxfp8_dim1_cast_kernel_choice = "cuda"'),
+                        ("quantize.grouped_mm.float8", 'fqns = "experts"'),
+                        ("activation_checkpoint", 'selective_ac_option = "0"'),
+                        ("checkpoint", "last_save_model_weights_only = false")):
+        out.append(Case(f"tv:good:{table}.{line}", "value", {"c.toml": _toml_with(table, line)},
+                        ["--project", "c.toml", *TAIL]))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1531,6 +1577,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust12_cases()
     cases += robust13_cases()
     cases += titanjob_cases()
+    cases += titanval_cases()
     return cases
 
 

@@ -71,23 +71,37 @@ def job_types(job_config_cls) -> dict[str, typing.Any]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    git_dir = argv[0] if argv else "/work/.mirror/pytorch+torchtitan/repo"
-    src = subprocess.run(["git", "--git-dir", git_dir, "show", f"{TAG}:torchtitan/config/job_config.py"],
+def _job_config(git_dir: str, tag: str, path: str):
+    """The ``JobConfig`` class of ``path`` at ``tag`` (the file executed on its own)."""
+    src = subprocess.run(["git", "--git-dir", git_dir, "show", f"{tag}:{path}"],
                          check=True, capture_output=True, text=True).stdout
+    name = f"job_config_{tag.replace('.', '_')}"
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "job_config_v022.py"
-        path.write_text(src)
-        spec = importlib.util.spec_from_file_location("job_config_v022", path)
+        file = Path(tmp) / f"{name}.py"
+        file.write_text(src)
+        spec = importlib.util.spec_from_file_location(name, file)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
-    data = {"generated_by": f"python scripts/build_titan_job_types.py (torchtitan {TAG} torchtitan/config/job_config.py)",
-            "torchtitan": TAG.lstrip("v"), "types": job_types(mod.JobConfig)}
-    from primus_launch.fileio import atomic_write_text
+    return mod.JobConfig
 
+
+# the earlier releases the TOML reader takes too: their field names (v0.1.0 ignored unknown fields, v0.2.0 on
+# refuse them), so that a key none of them holds can be refused as v0.2's ConfigManager refuses it
+EARLIER = (("v0.1.0", "torchtitan/config_manager.py"), ("v0.2.0", "torchtitan/config/job_config.py"),
+           ("v0.2.1", "torchtitan/config/job_config.py"))
+
+
+def main(argv: list[str]) -> int:
+    git_dir = argv[0] if argv else "/work/.mirror/pytorch+torchtitan/repo"
+    types_ = job_types(_job_config(git_dir, TAG, "torchtitan/config/job_config.py"))
+    earlier = sorted({k for tag, path in EARLIER for k in job_types(_job_config(git_dir, tag, path))} - set(types_))
+    data = {"generated_by": f"python scripts/build_titan_job_types.py (torchtitan {TAG} torchtitan/config/job_config.py;"
+                            f" earlier_names: {', '.join(t for t, _ in EARLIER)})",
+            "torchtitan": TAG.lstrip("v"), "types": types_, "earlier_names": earlier}
+    from primus_launch.fileio import atomic_write_text
     atomic_write_text(OUT, json.dumps(data, indent=1, sort_keys=True) + "\n", mode=0o644)
-    print(f"{OUT}: {len(data['types'])} keys of torchtitan {TAG}'s JobConfig")
+    print(f"{OUT}: {len(data['types'])} keys of torchtitan {TAG}'s JobConfig, {len(earlier)} of earlier releases only")
     return 0
 
 

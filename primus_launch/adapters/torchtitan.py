@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 from pydantic import ValidationError
 
 from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, type_problem
+from primus_launch.adapters.titan_mapped_values import check_mapped_values, earlier_names, unknown_key_table
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.plan.torchtitan_split import (
     explicit_stage_layers,
@@ -282,7 +283,9 @@ def check_key_typos(job: dict) -> None:
     """Refuse a key or table one or two letters away from a TorchTitan field (``tensor_paralel_degree``,
     ``[paralelism]``), or cut short to the start of one field (``tensor_parallel``): TorchTitan's ``ConfigManager`` refuses a field its ``JobConfig`` does not hold
     ("Invalid field names", torchtitan v0.2.2 ``torchtitan/config/manager.py`` ``_dict_to_dataclass``), where
-    the reader would only list it as not modelled and project the run without the value meant.  A job that
+    the reader would only list it as not modelled and project the run without the value meant; a key of a known table
+    that no release of TorchTitan holds (``[metrics] log_frequency``) is refused too, naming its (sub-)table as
+    TorchTitan does (``[training.dataloader]``); a field of v0.1.0 - v0.2.1 that v0.2.2 dropped is kept.  A job that
     extends ``JobConfig`` (``job.custom_config_module``, ``experimental.custom_args_module``) may hold fields of
     its own: nothing is refused then."""
     import difflib
@@ -291,8 +294,9 @@ def check_key_typos(job: dict) -> None:
         return
     known = set(KEYS) | set(JOB_TYPES)
     sections = {p.split(".", 1)[0] for p in known} | set(NEUTRAL_SECTIONS)
+    earlier = earlier_names()  # v0.1.0 / v0.2.0 / v0.2.1 fields v0.2.2 dropped: a job of those releases holds them
     for path, value in leaf_paths(job):
-        if path in KEYS or path in JOB_TYPES:
+        if path in KEYS or path in JOB_TYPES or path in earlier:
             continue
         if key_status(path).status != "unknown" and not (path.split(".", 1)[0] in NEUTRAL_SECTIONS and "." in path):
             continue
@@ -318,9 +322,14 @@ def check_key_typos(job: dict) -> None:
         cut = [leaf for leaf in leaves if leaf.startswith(rest)] if len(rest) >= 3 else []
         if len(cut) == 1 and not close:  # tensor_parallel: a field cut short (tyro takes no abbreviations either)
             close = cut
+        table = unknown_key_table(path, known)  # the (sub-)table TorchTitan names: [training.dataloader]
         if close and close[0] != rest:
-            raise PlanError(path, value, f"not a field of TorchTitan's [{section}] (its ConfigManager refuses unknown "
+            raise PlanError(path, value, f"not a field of TorchTitan's [{table}] (its ConfigManager refuses unknown "
                                          f"fields); did you mean {section}.{close[0]}?")
+        # [metrics] log_frequency: far from every name of any release, refused all the same by v0.2's ConfigManager
+        # (v0.2.2 config/manager.py:164-170 "Invalid field names"; v0.1.0 dropped it unread)
+        raise PlanError(path, value, f"not a field of TorchTitan's [{table}] (its ConfigManager refuses unknown "
+                                     f"fields since torchtitan v0.2.0)")
 
 
 def _fmt(v: Any) -> str:
@@ -1024,6 +1033,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
     job = _parse(text, path or "<text>")
     check_job_types(job)  # TorchTitan takes the TOML's values as they are: a wrong type is refused here
     check_key_typos(job)
+    check_mapped_values(job)  # and the keys read into the plan, by the values TorchTitan allows
     if not job:
         raise UserError(f"recipe={path or '<text>'!r}: an empty TOML (no tables, no keys); expected a TorchTitan job "
                         "([model] name / flavor, [training], [parallelism])")
