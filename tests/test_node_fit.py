@@ -128,3 +128,27 @@ def test_primus_experiment_is_marked_fitted_and_a_fitting_one_gets_no_search():
     r = project(plan)
     assert r.memory.verdict == "fits" and not wants_search(plan, r)
     assert r.memory.fits_from_nodes is None and r.memory.node_search is None
+
+
+def test_megatron_yaml_on_the_default_node_is_marked_fitted(tmp_path):
+    """A Megatron argument YAML that states no cluster is read on the default single node (adapters/megatron.py
+    _default_note): marked fitted; --nodes states it.  Llama-3-70B shapes at TP=1 with the distributed optimizer
+    (Megatron shards only the optimizer state over DP): no count fits, and the counts whose data-parallel size
+    does not divide --global-batch-size are skipped and named."""
+    from primus_launch.adapters import load_recipe
+
+    p = tmp_path / "l70_tp1.yaml"
+    p.write_text("num_layers: 80\nhidden_size: 8192\nffn_hidden_size: 28672\nnum_attention_heads: 64\n"
+                 "group_query_attention: true\nnum_query_groups: 8\nseq_length: 8192\nmax_position_embeddings: 8192\n"
+                 "micro_batch_size: 1\nglobal_batch_size: 64\nuse_distributed_optimizer: true\nbf16: true\n"
+                 "swiglu: true\nnormalization: RMSNorm\nposition_embedding_type: rope\n"
+                 "untie_embeddings_and_output_weights: true\nrecompute_granularity: full\nrecompute_method: uniform\n"
+                 "recompute_num_layers: 1\nvocab_size: 128256\n")
+    plan = load_recipe(p)
+    assert plan.source.nodes_fitted and plan.cluster.num_nodes == 1
+    assert not load_recipe(p, {"num_nodes": 1}).source.nodes_fitted
+    base = project(plan)
+    s = search_nodes(plan, base, project, lambda n: load_recipe(p, {"num_nodes": n}))
+    assert s.fits_from_nodes is None
+    assert [t.nodes for t in s.tried if t.skipped] == [16, 32, 64, 128, 256, 512]   # dp 128 .. 4096 > 64
+    assert all("global-batch-size" in t.skipped for t in s.tried if t.skipped)   # named as the YAML reads

@@ -778,7 +778,8 @@ class Source(StrictModel):
     nodes_fitted: bool = Field(default=False, description="cluster.num_nodes was chosen by the reader, not stated "
                                                           "by the recipe or the user (a Primus experiment, a "
                                                           "TorchTitan job without a header or explicit shard "
-                                                          "degree: the fewest nodes the parallel degrees fit); "
+                                                          "degree: the fewest nodes the parallel degrees fit; a "
+                                                          "Megatron recipe on the default single node); "
                                                           "projection.node_fit then searches the fewest nodes "
                                                           "the plan fits on when it does not fit")
     program: Optional[str] = Field(default=None, description="the training program the recipe runs, as written "

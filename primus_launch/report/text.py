@@ -201,8 +201,8 @@ def node_search_text(s: NodeSearch) -> str:
         tight = f" (tight from {s.tight_from_nodes})" if s.tight_from_nodes is not None else ""
         done = [t for t in s.tried if t.skipped is None]
         last = max(done, key=lambda t: t.nodes)
-        most = f", most of it {last.largest_term} (data parallelism does not shrink them)" \
-            if last.largest_term in _NOT_SHARDED else ""
+        most = (f", most of it {last.largest_term}" if last.largest_term else "") \
+            + (" (data parallelism does not shrink them)" if last.largest_term in _NOT_SHARDED else "")
         still = f": on {last.nodes} nodes still {last.peak_bytes / GiB:.1f} GiB{most}" if last.nodes > n0 else ""
         legal = " it can run on" if skipped else ""
         return (head + f"fits on no count{legal} up to {s.max_nodes} nodes ({s.max_nodes * s.gpus_per_node} GPUs)"
