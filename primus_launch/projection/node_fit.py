@@ -16,7 +16,9 @@ is skipped, and said so in :attr:`NodeTry.skipped`.
 
 Search (peak memory per GPU does not grow with the node count: FSDP / distributed-optimizer shards and the
 micro-batches in flight per data-parallel rank only shrink): double from the projected count up to
-``max_gpus`` GPUs until a count fits, then bisect between the last count that did not and the first that did;
+``max_gpus`` GPUs until a count fits, then bisect between the last count that did not and the first that did
+(only the doubled counts are tried before a fit: a recipe whose global batch allows 3 or 6 nodes but not 8 is
+answered "none of the counts tried", with the skipped counts named);
 at most ``max_projections`` projections (doubling 1 -> 512 nodes is 9, bisecting the last octave 8 more), past
 which the fewest count found is returned with ``exact = False``.
 """

@@ -204,9 +204,8 @@ def node_search_text(s: NodeSearch) -> str:
         most = (f", most of it {last.largest_term}" if last.largest_term else "") \
             + (" (data parallelism does not shrink them)" if last.largest_term in _NOT_SHARDED else "")
         still = f": on {last.nodes} nodes still {last.peak_bytes / GiB:.1f} GiB{most}" if last.nodes > n0 else ""
-        legal = " it can run on" if skipped else ""
-        return (head + f"fits on no count{legal} up to {s.max_nodes} nodes ({s.max_nodes * s.gpus_per_node} GPUs)"
-                f"{tight}"
+        return (head + f"fits on none of the counts tried, doubling up to {s.max_nodes} nodes "
+                f"({s.max_nodes * s.gpus_per_node} GPUs){tight}"
                 + still + skip)
     tight = f" (tight from {s.tight_from_nodes})" if s.tight_from_nodes is not None else ""
     fewest = "" if s.exact else " or fewer (search budget spent)"
