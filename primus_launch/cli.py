@@ -142,11 +142,25 @@ def _refuse_environment_launch(a: argparse.Namespace) -> None:
                         ", or write the value in the script and project that")
 
 
-def _project(a: argparse.Namespace, plan: Plan):
+def _project(a: argparse.Namespace, plan: Plan, command: Sequence[str] = ()):
+    """The projection of ``plan``; on a dry-run where the reader fitted the node count and the plan does not fit,
+    with the fewest nodes the same recipe fits on (:mod:`projection.node_fit`: the recipe re-read with
+    ``--nodes N``, as the framework would run the same file on N nodes)."""
     from primus_launch.projection.api import project
+    from primus_launch.projection.node_fit import wants_search, with_node_search
 
-    return project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
-                   measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
+    result = project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
+                     measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
+    if not a.dry_run or not wants_search(plan, result):
+        return result
+
+    def replan(n: int) -> Plan:
+        return load_plan(argparse.Namespace(**{**vars(a), "nodes": n}), a.project, list(command))
+
+    def project_at(p: Plan):
+        return project(p, dry_run=True, memory_margin=a.memory_margin, memory_basis=a.memory_basis)
+
+    return with_node_search(plan, result, project_at, replan)
 
 
 def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Optional[Path] = None) -> None:
@@ -178,7 +192,7 @@ def _launch_recipe(plan: Plan, script_args: Sequence[str] = ()) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = load_plan(a, a.project, command)
     check_outputs([("--trace", a.trace), ("--report", a.report)])
-    result = _project(a, plan)
+    result = _project(a, plan, command)
     run = None
     if a.train_tokens is not None:
         from primus_launch.projection.training_run import training_run

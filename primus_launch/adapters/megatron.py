@@ -398,7 +398,16 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     out = _with_source(plan, rec, str(p), fmt)
     if script_args:
         out.source.script_args = list(script_args)
+    if cluster is None and _nodes_defaulted(rec):   # the recipe and the flags state no node count
+        out.source.nodes_fitted = True
     return out
+
+
+def _nodes_defaulted(rec: Any) -> bool:
+    """Whether the node count of ``rec``'s cluster is the default cluster's (:func:`_default_note` names
+    ``num_nodes``: neither the recipe nor the partial cluster flags state it)."""
+    return any((m := _DEFAULT_COUNTS.search(n)) is not None and "num_nodes=" in m.group(1)
+               for n in getattr(rec, "notes", []))
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None, deepep_pin: str | None = None,

@@ -1084,7 +1084,7 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
         upd["training"]["pipeline_schedule"], vpp = sched
         if vpp != plan.parallel.vpp:
             upd["parallel"]["vpp"] = vpp
-    src = Source(framework="megatron", path=str(r.path), format="primus-yaml",
+    src = Source(framework="megatron", path=str(r.path), format="primus-yaml", nodes_fitted=nodes_fitted,
                  unmodelled=list((plan.source.unmodelled if plan.source else [])) + unmod,
                  notes=_cluster_first([_flags_as_keys(n, cfg) for n in (plan.source.notes if plan.source else [])]
                                       + notes))
@@ -1120,13 +1120,14 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optiona
                                            if k not in ("primus_turbo", "extends", "name")})]
     set_paths = [p for p in set_paths if p.split(".", 1)[0] not in ("sink_level", "file_sink_level",
                                                                    "stderr_sink_level")]
+    nodes_fitted = cluster is None and (overrides or {}).get("num_nodes") is None
     if cluster is None:
         par = job.get("parallelism") or {}
         g = lambda k: par.get(k) if isinstance(par.get(k), int) and par.get(k) > 0 else 1  # noqa: E731
         cluster = default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
                                            g("pipeline_parallel_degree"), 1, 1), None, None, notes, overrides)
     return plan_from_job(job, cluster, path=str(r.path), fmt="primus-yaml", set_paths=set_paths, notes=notes,
-                         unmodelled=unmod)
+                         unmodelled=unmod, nodes_fitted=nodes_fitted)
 
 
 # ----------------------------------------------------------------------------- reading

@@ -472,6 +472,13 @@ def _assumed_note(cl: Cluster, overrides: Optional[Mapping[str, Any]] = None) ->
             f"(the job states no cluster; give {' / '.join(rest)})")
 
 
+def job_states_world(text: str, job: dict) -> bool:
+    """Whether the job states its GPU count: a header comment naming the scale (:func:`cluster_from_header`) or an
+    explicit ``parallelism.data_parallel_shard_degree`` > 0 (else TorchTitan's -1 takes what the world leaves)."""
+    shard = _tbl(job, "parallelism").get("data_parallel_shard_degree", -1)
+    return (bool(text) and cluster_from_header(text) is not None) or (isinstance(shard, int) and shard > 0)
+
+
 def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
     """The cluster: given, else the header comment of ``text``, else the explicit degrees, else the default."""
     if cluster is not None:
@@ -750,12 +757,15 @@ def _model_arch(job: dict, seq: int) -> Any:
 def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optional[str] = None,
                   fmt: str = "torchtitan-toml", header_text: str = "", set_paths: Iterable[str] = (),
                   flag: Callable[[str], str] = lambda p: p, notes: Optional[list[str]] = None,
-                  unmodelled: Optional[list[UnmodelledFlag]] = None, version: str = "0.2") -> Plan:
+                  unmodelled: Optional[list[UnmodelledFlag]] = None, version: str = "0.2",
+                  nodes_fitted: Optional[bool] = None) -> Plan:
     """The plan of a TorchTitan job (see the module docstring).
 
     ``set_paths``: the dotted keys the user's file sets (reported when they are not modelled);
     ``flag``: how to spell a key in warnings (``--parallelism.x`` for a launch line); ``version``:
-    "0.3" applies torchtitan 0.3's rules (no expert TP, CUDA graphs by default).
+    "0.3" applies torchtitan 0.3's rules (no expert TP, CUDA graphs by default); ``nodes_fitted``: whether the
+    node count is the reader's choice, not the user's or the job's (``source.nodes_fitted``); None: when
+    ``cluster`` is None and the job states no world (:func:`job_states_world`).
     """
     from primus_launch.inputs import remember_named
 
@@ -765,6 +775,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     unmod = list(unmodelled or [])
     set_paths = list(set_paths)
     cl = job_cluster(header_text, job, cluster)
+    fitted = (cluster is None and not job_states_world(header_text, job)) if nodes_fitted is None else nodes_fitted
     if cluster is None and (not header_text or cluster_from_header(header_text) is None):
         notes.append(_assumed_note(cl))
     elif cluster is None:  # said: the answer's cluster is the header comment's, not one the user typed (user15)
@@ -991,7 +1002,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                 overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
                 offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),
             cluster=cl,
-            source=Source(framework="torchtitan", path=path, format=fmt, unmodelled=_dedup(unmod), notes=notes),
+            source=Source(framework="torchtitan", path=path, format=fmt, unmodelled=_dedup(unmod), notes=notes,
+                          nodes_fitted=fitted),
         )
     except ValidationError as e:
         for err in e.errors():
@@ -1042,6 +1054,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         raise PlanError("model.flavor", None, "required: the job names no model ([model] name and flavor; "
                         "TorchTitan's default is the llama3 debugmodel test model)")
     notes: list[str] = []
+    fitted = not job_states_world(text, job) and (cluster is None and (overrides or {}).get("num_nodes") is None)
     if cluster is None and overrides:
         implied = job_cluster(text, job, None)
         header = cluster_from_header(text)
@@ -1052,7 +1065,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         if header is None and Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
             notes.append(_assumed_note(cluster, overrides))
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
-                         set_paths=[p for p, _ in leaf_paths(job)], notes=notes)
+                         set_paths=[p for p, _ in leaf_paths(job)], notes=notes, nodes_fitted=fitted)
 
 
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None,

@@ -775,6 +775,13 @@ class Source(StrictModel):
                                                                       "script was read with")
     unmodelled: list[UnmodelledFlag] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="stated guesses and substitutions of the reader")
+    nodes_fitted: bool = Field(default=False, description="cluster.num_nodes was chosen by the reader, not stated "
+                                                          "by the recipe or the user (a Primus experiment, a "
+                                                          "TorchTitan job without a header or explicit shard "
+                                                          "degree: the fewest nodes the parallel degrees fit; a "
+                                                          "Megatron recipe on the default single node); "
+                                                          "projection.node_fit then searches the fewest nodes "
+                                                          "the plan fits on when it does not fit")
     program: Optional[str] = Field(default=None, description="the training program the recipe runs, as written "
                                                              "(pretrain_gpt.py, -m pkg.module); None when unknown")
     fixed: list[str] = Field(default_factory=list, description="plan fields the training program cannot change "

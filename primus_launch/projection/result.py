@@ -54,6 +54,36 @@ class MemoryBand(BaseModel):
     high_bytes: int = Field(default=0, description="the verdict's peak (MemoryReport.oom_peak_bytes) at the band's top")
 
 
+class NodeTry(BaseModel):
+    """One node count the fewest-nodes search (:mod:`projection.node_fit`) tried: its verdict and peak, or why the
+    recipe cannot run there (``skipped``: the plan's own rule, e.g. the global batch not divisible by the
+    data-parallel size at that count)."""
+
+    nodes: int
+    verdict: Optional[Literal["fits", "tight", "does not fit"]] = None
+    peak_bytes: int = Field(default=0, description="the verdict's peak (MemoryReport.verdict_peak_bytes)")
+    largest_term: Optional[str] = Field(default=None, description="the largest term of the worst stage's breakdown "
+                                                                  "(MemoryReport.breakdown), e.g. 'activations'")
+    skipped: Optional[str] = Field(default=None, description="why the count was not projected")
+
+
+class NodeSearch(BaseModel):
+    """The fewest nodes the same recipe fits on, searched when the node count was fitted (the recipe and the user
+    state none: ``plan.source.nodes_fitted``) and the plan does not fit: doubling from the projected count, then
+    bisecting (:func:`projection.node_fit.search_nodes`)."""
+
+    from_nodes: int = Field(description="the node count of the projection (the fitted one)")
+    gpus_per_node: int
+    fits_from_nodes: Optional[int] = Field(default=None, description="the fewest nodes with verdict 'fits' "
+                                                                     "(None: none up to max_nodes)")
+    tight_from_nodes: Optional[int] = Field(default=None, description="the fewest tried count with verdict 'tight', "
+                                                                      "below fits_from_nodes")
+    exact: bool = Field(default=True, description="false when the projection budget ran out before the bisection "
+                                                  "ended: fits_from_nodes fits but a smaller count might")
+    max_nodes: int = Field(description="the bound searched (max_gpus / gpus_per_node)")
+    tried: list[NodeTry] = Field(default_factory=list)
+
+
 class MemoryReport(BaseModel):
     """``verdict``: ``fits`` when the band's top (``band.high_bytes``) fits ``capacity_bytes * (1 -
     margin_fraction)``, ``does not fit`` when even its bottom does not, ``tight`` between;
@@ -83,6 +113,11 @@ class MemoryReport(BaseModel):
         default="fits", description="fits: the band's top fits; tight: the capacity lies in the band; does not fit")
     band: Optional[MemoryBand] = None
     outside_allocator: dict[str, int] = Field(default_factory=dict, description="outside-allocator bytes by holder")
+    fits_from_nodes: Optional[int] = Field(default=None, description="where the node count was fitted (the recipe "
+                                                                     "states none) and the plan does not fit: the "
+                                                                     "fewest nodes the same recipe fits on "
+                                                                     "(node_search has the counts tried)")
+    node_search: Optional[NodeSearch] = None
     oom_peak_bytes: int = Field(default=0, description="what the verdict compares with the capacity: the worst stage's "
                                                        "bytes that torch's caching allocator cannot give back when an "
                                                        "allocation fails (peak_bytes_per_gpu less the free cached "

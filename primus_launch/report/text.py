@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from primus_launch.plan import Cluster
 from primus_launch.projection.hardware.gpus import GiB
-from primus_launch.projection.result import ErrorBand, ProjectionResult
+from primus_launch.projection.result import ErrorBand, NodeSearch, ProjectionResult
 from primus_launch.projection.training_run import TrainingRun
 from primus_launch.projection.training_run import summary_rows as run_rows
 
@@ -179,7 +179,47 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.{gib_digits(r)}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
                    f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
-    ] + (run_rows(run) if run is not None else [])
+    ] + ([("nodes", node_search_text(m.node_search))] if m.node_search is not None else []) \
+        + (run_rows(run) if run is not None else [])
+
+
+#: memory terms that more data-parallel ranks leave as they are (per micro-batch, per GPU)
+_NOT_SHARDED = ("activations", "transient", "workspaces")
+
+
+def node_search_text(s: NodeSearch) -> str:
+    """The fewest-nodes answer (:mod:`projection.node_fit`), e.g. ``does not fit on 1 node (fitted; the recipe
+    states none); fits from 36 nodes (tight from 32): give --nodes 36``; the counts skipped (the recipe cannot run
+    there) are counted, each named by ``--explain`` (:func:`node_search_notes`)."""
+    n0 = s.from_nodes
+    head = f"does not fit on {n0} node{'' if n0 == 1 else 's'} (fitted; the recipe states none); "
+    skipped = [t for t in s.tried if t.skipped is not None]
+    why = sorted({(t.skipped or "").split(": ", 1)[0] for t in skipped})
+    skip = (f"; {len(skipped)} count(s) skipped ({', '.join(str(t.nodes) for t in skipped)} nodes), where the recipe "
+            f"cannot run ({', '.join(why)} refused there: --explain)" if skipped else "")
+    if s.fits_from_nodes is None:
+        tight = f" (tight from {s.tight_from_nodes})" if s.tight_from_nodes is not None else ""
+        done = [t for t in s.tried if t.skipped is None]
+        last = max(done, key=lambda t: t.nodes)
+        most = (f", most of it {last.largest_term}" if last.largest_term else "") \
+            + (" (data parallelism does not shrink them)" if last.largest_term in _NOT_SHARDED else "")
+        still = f": on {last.nodes} nodes still {last.peak_bytes / GiB:.1f} GiB{most}" if last.nodes > n0 else ""
+        return (head + f"fits on none of the counts tried, doubling up to {s.max_nodes} nodes "
+                f"({s.max_nodes * s.gpus_per_node} GPUs){tight}"
+                + still + skip)
+    tight = f" (tight from {s.tight_from_nodes})" if s.tight_from_nodes is not None else ""
+    fewest = "" if s.exact else " or fewer (search budget spent)"
+    return head + f"fits from {s.fits_from_nodes} nodes{fewest}{tight}: give --nodes {s.fits_from_nodes}" + skip
+
+
+def node_search_notes(s: NodeSearch) -> list[str]:
+    """``--explain``'s notes on the fewest-nodes search: each count tried, its verdict and peak, or why skipped."""
+    done = [f"{t.nodes}: {t.verdict} ({t.peak_bytes / GiB:.1f} GiB)" if t.skipped is None else
+            f"{t.nodes}: skipped ({t.skipped})" for t in s.tried]
+    return [f"nodes: the node count was fitted (the recipe states none) and the plan does not fit: the same recipe "
+            f"re-read with --nodes N (data-parallel / FSDP degrees that follow the world grow with it) and projected "
+            f"at {s.gpus_per_node} GPUs per node, doubling then bisecting up to {s.max_nodes} nodes; verdict per "
+            f"count: " + "; ".join(done)]
 
 
 def band_side(b: ErrorBand) -> str:
@@ -372,6 +412,8 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
             left = [(max(0, warned - shown), "setting(s) not modelled"),
                     (len(blocks) - max(shown, warned), "note(s)")]
             tail = "... " + " and ".join(f"{n} more {what}" for n, what in left if n) + "; " + tail
+            if len(tail) > WIDTH:  # both kinds left out (a long summary above): within the width all the same
+                tail = "... " + ", ".join(f"{n} more {what}" for n, what in left if n) + ": --explain, --json"
     out.append(tail)
     return "\n".join(out)
 
@@ -453,6 +495,8 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
     notes += [f"note: {n}" for n in figure_notes(r)]
+    if m.node_search is not None:
+        notes += [f"note: {n}" for n in node_search_notes(m.node_search)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
     # each warning / note wrapped within WIDTH columns, its continuation indented (a 469-character note was one line)
