@@ -309,3 +309,30 @@ def test_fp8_fields_and_cuda_graph_enums(tmp_path):
     t = plan.training
     assert (t.precision, t.fp8_recipe, t.fp8_param_gather) == ("fp8", "mxfp8", True)
     assert (t.cuda_graph_impl, tuple(t.cuda_graph_scope)) == ("transformer_engine", ("attn", "moe_router"))
+
+
+def test_fp8_param_alone_is_reset_by_the_gather_default(tmp_path):
+    # MixedPrecisionConfig's __init__ assigns fp8_param, then fp8_param_gather (declared after; default False), and
+    # __setattr__ keeps the two alike: fp8_param: true without fp8_param_gather ends False (Bridge @067f987's class,
+    # run on the CPU with a torch stub: MixedPrecisionConfig(fp8_param=True) -> fp8_param False, fp8_param_gather False)
+    text = FIXTURE.read_text()
+    mp, model = text.index("mixed_precision:\n"), text.index("\nmodel:\n")
+    section = (text[mp:model].replace("  fp8: null", "  fp8: hybrid").replace("  fp8_param: false", "  fp8_param: true")
+               .replace("  fp8_param_gather: false\n", ""))
+    assert _load(tmp_path, text[:mp] + section + text[model:]).training.fp8_param_gather is False
+    section = section.replace("  fp8_param: true", "  fp8_param: false\n  fp8_param_gather: true")
+    assert _load(tmp_path, text[:mp] + section + text[model:]).training.fp8_param_gather is True
+
+
+def test_tuned_mxfp8_param_gather_sets_the_grad_buffer_reuse(tmp_path):
+    # Bridge's ConfigContainer.validate asserts reuse_grad_buf_for_mxfp8_param_ag for MXFP8 with fp8_param_gather
+    # outside Megatron-FSDP (training/config.py @067f987); its bf16_with_mxfp8_mixed recipe sets it
+    b200 = {"gpu": "b200", "num_nodes": 2, "gpus_per_node": 8}
+    for text in (FIXTURE.read_text(), _with_recipe_name(FIXTURE.read_text(), "bf16_mixed")):
+        path = tmp_path / "run_config.yaml"
+        path.write_text(text)
+        plan = load_recipe(path, b200)
+        out = render_recipe(_tuned(plan, precision="fp8", fp8_recipe="mxfp8", fp8_param_gather=True), text)
+        mp = yaml.safe_load(out)["mixed_precision"]
+        assert mp == "bf16_with_mxfp8_mixed" if isinstance(mp, str) else (
+            mp["fp8_recipe"], mp["fp8_param_gather"], mp["reuse_grad_buf_for_mxfp8_param_ag"]) == ("mxfp8", True, True)

@@ -61,15 +61,17 @@ FORMAT = "bridge-yaml"
 _MP_DEFAULTS = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
                 "fp8_dot_product_attention": False, "fp4": None, "fp4_recipe": "nvfp4", "fp4_param": False,
                 "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
-                "grad_reduce_in_fp32": True}
+                "grad_reduce_in_fp32": True, "reuse_grad_buf_for_mxfp8_param_ag": False}
 _BF16 = {"bf16": True, "fp16": False, "grad_reduce_in_fp32": True}
 _FP16 = {"bf16": False, "fp16": True, "grad_reduce_in_fp32": False}
 MIXED_PRECISION_RECIPES: dict[str, dict[str, Any]] = {
     "bf16_mixed": _BF16, "fp16_mixed": _FP16,
     "bf16_with_fp8_delayed_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
     "fp16_with_fp8_delayed_scaling_mixed": {**_FP16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
-    "bf16_with_mxfp8_mixed": {**_BF16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
-    "fp16_with_mxfp8_mixed": {**_FP16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
+    "bf16_with_mxfp8_mixed": {**_BF16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True,
+                              "reuse_grad_buf_for_mxfp8_param_ag": True},
+    "fp16_with_mxfp8_mixed": {**_FP16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True,
+                              "reuse_grad_buf_for_mxfp8_param_ag": True},
     "bf16_with_fp8_current_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "tensorwise",
                                             "first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 1,
                                             "num_layers_at_end_in_bf16": 1},
@@ -354,9 +356,14 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
                 continue
             val = _plain(v)
             name = {"fp4_param_gather": "fp4_param"}.get(key, key)
-            mp_nodes.setdefault(_RENAMES.get(name, name), []).append(v)  # fp8_param and fp8_param_gather: both
-            if key in ("fp8_param", "fp4_param") and (val is None or child_node(mp, f"{key}_gather") is not None):
-                continue  # __init__ sets *_param_gather last (declared after), its __setattr__ syncs: it wins
+            if key in ("fp8_param", "fp4_param"):
+                # __init__ assigns every field in declaration order and __setattr__ keeps fp8_param and
+                # fp8_param_gather alike: *_param_gather, given or its default False, is set last and wins (and
+                # finalize() gives a None *_param the gather's value); the writer edits both where both are written
+                if child_node(mp, f"{key}_gather") is not None:
+                    mp_nodes.setdefault(_RENAMES.get(name, name), []).append(v)
+                continue
+            mp_nodes.setdefault(_RENAMES.get(name, name), []).append(v)
             fields[name] = val
     for key, val in fields.items():
         if key == "grad_reduce_in_fp32":
@@ -653,6 +660,12 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
         written = stated_cluster(cfg, None) if cfg else plan.cluster
         current = plan_from_args(rec.args, plan.cluster, validate=False)
         changes = changed_args(current, plan, rec.args, frozenset(rec.nodes))
+        after = {**rec.args, **changes}
+        if (after.get("fp8") and after.get("fp8_recipe") == "mxfp8" and after.get("fp8_param_gather")
+                and not after.get("use_megatron_fsdp") and not after.get("reuse_grad_buf_for_mxfp8_param_ag")):
+            # Bridge's ConfigContainer.validate asserts it for MXFP8 param gather without Megatron-FSDP
+            # (training/config.py, @067f987; its bf16_with_mxfp8_mixed recipe sets it)
+            changes["reuse_grad_buf_for_mxfp8_param_ag"] = True
         edits = _edits(rec, changes) + cluster_edits(out, rec, written, plan.cluster, False)
         dp_node, dp = _dp_node(rec), plan.cluster.world_size // max(1, p.tp * p.pp * p.cp)
         if dp_node is not None and node_value(dp_node) != dp:  # keep the saved world size the plan's
