@@ -30,7 +30,12 @@ Fields with no Megatron-LM argument are listed in one note; sections that do not
 
 Writing (``--tune``) edits the parallel / batch / recompute / DDP values in place (every node that
 feeds a changed argument: ``ddp.`` and ``optimizer.use_distributed_optimizer`` both), re-reads the
-result and refuses, in one line, a plan the file cannot express.
+result and refuses, in one line, a plan the file cannot express.  Precision goes where Bridge reads it:
+``mixed_precision``'s fields (a recipe name: the recipe whose fields are the plan's), ``fp8_param`` with
+``fp8_param_gather``, ``reuse_grad_buf_for_mxfp8_param_ag`` with MXFP8 param gather (``ConfigContainer.validate``
+asserts it); optimizer state dtypes as torch dtype objects, an alias of a shared dtype written out first.
+The OptimizerConfig's ``fp8_recipe`` (``mixed_precision.fp8_recipe``, default tensorwise) is read with the
+precision-aware optimizer off too, so a tuned plan that turns it on keeps it (priced: fp32 master weights).
 """
 
 from __future__ import annotations
