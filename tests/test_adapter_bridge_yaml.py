@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from primus_launch.adapters import detect_kind, load_recipe, render_recipe
-from primus_launch.adapters.megatron import plan_from_argv
+from primus_launch.adapters.megatron import plan_diffs, plan_from_argv
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, PlanError
 
@@ -32,7 +32,9 @@ ARGV = """--num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attent
 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 12 --expert-model-parallel-size 8
 --expert-tensor-parallel-size 1 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce
 --overlap-param-gather --no-align-param-gather --micro-batch-size 1 --global-batch-size 256 --train-iters 1000
---bf16 --cross-entropy-loss-fusion""".split()
+--bf16 --cross-entropy-loss-fusion --fp8-recipe tensorwise""".split()
+# (--fp8-recipe without --fp8-format: the OptimizerConfig.fp8_recipe Bridge's MixedPrecisionConfig.setup copies from
+# its default 'tensorwise' into a bf16 run; it decides where the precision-aware optimizer keeps its master weights)
 
 
 def _with_recipe_name(text: str, recipe: str) -> str:
@@ -197,12 +199,61 @@ def test_tune_edits_the_fields_in_place():
             doc["train"]["micro_batch_size"], doc["comm_overlap"]["data_parallel_size"]) == (4, "full", 2, 1)
 
 
-def test_tune_refuses_what_the_file_cannot_express():
+def _tuned(plan, **training):
+    return plan.model_copy(update={"training": plan.training.model_copy(update=training)})
+
+
+def _round_trip(tmp_path, plan, text):
+    """The tuned plan written into the config and read back (render_recipe already refuses a difference)."""
+    out = render_recipe(plan, text)
+    back = _load(tmp_path, out, "tuned.yaml")
+    assert plan_diffs(plan, back) == []  # the fields a tuned recipe must keep (normalised as the writers compare)
+    return out, yaml.safe_load(out)
+
+
+def test_tuned_precision_aware_optimizer_keeps_the_optimizers_fp8_recipe(tmp_path):
+    # the robust13 failure ("cannot express training.optimizer_fp8_recipe" from --tune --memory-margin 0.5): Bridge's
+    # MixedPrecisionConfig.setup copies fp8_recipe (default 'tensorwise') into the OptimizerConfig of a bf16 run too
+    # (training/mixed_precision.py update_config_with_precision_overrides, @067f987), so a plan turning the
+    # precision-aware optimizer on runs with it: read with the optimizer off already, kept by the tuned plan
     text = FIXTURE.read_text()
     plan = load_recipe(FIXTURE, CLUSTER)
-    fp8 = plan.model_copy(update={"training": plan.training.model_copy(update={"precision": "fp8"})})
-    with pytest.raises(UserError, match="cannot express training.precision"):
-        render_recipe(fp8, text)
+    assert (plan.training.precision_aware_optimizer, plan.training.optimizer_fp8_recipe) == (False, "tensorwise")
+    out, doc = _round_trip(tmp_path, _tuned(plan, precision_aware_optimizer=True), text)
+    assert doc["optimizer"]["use_precision_aware_optimizer"] is True and doc["mixed_precision"]["fp8_recipe"] == "tensorwise"
+    assert sum(a != b for a, b in zip(text.splitlines(), out.splitlines())) == 1
+
+
+def test_tuned_adam_moment_dtypes_are_torch_dtypes_and_leave_the_aliases(tmp_path):
+    # the four state dtypes share one anchored torch.float32 object (&id002 / *id002); bf16 moments edit two of them
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    _, doc = _round_trip(tmp_path, _tuned(plan, precision_aware_optimizer=True, exp_avg_dtype="bf16",
+                                          exp_avg_sq_dtype="bf16"), text)
+    o = doc["optimizer"]
+    assert o["exp_avg_dtype"] == o["exp_avg_sq_dtype"] == {"_call_": False, "_target_": "torch.bfloat16"}
+    assert o["main_params_dtype"] == o["main_grads_dtype"] == {"_call_": False, "_target_": "torch.float32"}
+
+
+def test_tuned_fp8_is_written_in_mixed_precision(tmp_path):
+    # mixed_precision's fields win over the model's (MixedPrecisionConfig.setup): FP8 is written there, fp8_param and
+    # fp8_param_gather alike (its __setattr__ keeps them in sync)
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    _, doc = _round_trip(tmp_path, _tuned(plan, precision="fp8", fp8_recipe="blockwise", fp8_param_gather=True), text)
+    mp = doc["mixed_precision"]
+    assert (mp["fp8"], mp["fp8_recipe"], mp["fp8_param"], mp["fp8_param_gather"]) == ("hybrid", "blockwise", True, True)
+    assert (doc["model"]["fp8"], doc["model"]["fp8_recipe"]) == (None, "delayed")  # overwritten by setup: left
+
+
+def test_tuned_precision_with_a_recipe_name(tmp_path):
+    # mixed_precision: <name>: the recipe whose fields are the tuned precision, else one line
+    text = _with_recipe_name(FIXTURE.read_text(), "bf16_mixed")
+    plan = _load(tmp_path, text)
+    _, doc = _round_trip(tmp_path, _tuned(plan, precision="fp8", fp8_recipe="delayed", fp8_param_gather=True), text)
+    assert doc["mixed_precision"] == "bf16_with_fp8_delayed_scaling_mixed"
+    with pytest.raises(UserError, match="cannot express .*fp8_recipe=blockwise.*mixed_precision='bf16_mixed'"):
+        render_recipe(_tuned(plan, precision="fp8", fp8_recipe="blockwise", fp8_param_gather=True), text)
 
 
 def test_tune_to_megatron_fsdp_edits_ddp_checkpoint_and_model():
@@ -291,3 +342,30 @@ def test_cluster_note_first_and_warnings_in_the_configs_keys():
                                            "(2 nodes x 8; the GPU the default")
     assert {u.flag for u in plan.source.unmodelled} >= {"train.manual_gc", "train.manual_gc_interval"}
     assert not any(u.flag.startswith("--") for u in plan.source.unmodelled)
+
+
+def test_fp8_param_alone_is_reset_by_the_gather_default(tmp_path):
+    # MixedPrecisionConfig's __init__ assigns fp8_param, then fp8_param_gather (declared after; default False), and
+    # __setattr__ keeps the two alike: fp8_param: true without fp8_param_gather ends False (Bridge @067f987's class,
+    # run on the CPU with a torch stub: MixedPrecisionConfig(fp8_param=True) -> fp8_param False, fp8_param_gather False)
+    text = FIXTURE.read_text()
+    mp, model = text.index("mixed_precision:\n"), text.index("\nmodel:\n")
+    section = (text[mp:model].replace("  fp8: null", "  fp8: hybrid").replace("  fp8_param: false", "  fp8_param: true")
+               .replace("  fp8_param_gather: false\n", ""))
+    assert _load(tmp_path, text[:mp] + section + text[model:]).training.fp8_param_gather is False
+    section = section.replace("  fp8_param: true", "  fp8_param: false\n  fp8_param_gather: true")
+    assert _load(tmp_path, text[:mp] + section + text[model:]).training.fp8_param_gather is True
+
+
+def test_tuned_mxfp8_param_gather_sets_the_grad_buffer_reuse(tmp_path):
+    # Bridge's ConfigContainer.validate asserts reuse_grad_buf_for_mxfp8_param_ag for MXFP8 with fp8_param_gather
+    # outside Megatron-FSDP (training/config.py @067f987); its bf16_with_mxfp8_mixed recipe sets it
+    b200 = {"gpu": "b200", "num_nodes": 2, "gpus_per_node": 8}
+    for text in (FIXTURE.read_text(), _with_recipe_name(FIXTURE.read_text(), "bf16_mixed")):
+        path = tmp_path / "run_config.yaml"
+        path.write_text(text)
+        plan = load_recipe(path, b200)
+        out = render_recipe(_tuned(plan, precision="fp8", fp8_recipe="mxfp8", fp8_param_gather=True), text)
+        mp = yaml.safe_load(out)["mixed_precision"]
+        assert mp == "bf16_with_mxfp8_mixed" if isinstance(mp, str) else (
+            mp["fp8_recipe"], mp["fp8_param_gather"], mp["reuse_grad_buf_for_mxfp8_param_ag"]) == ("mxfp8", True, True)

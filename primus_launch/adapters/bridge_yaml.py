@@ -30,7 +30,12 @@ Fields with no Megatron-LM argument are listed in one note; sections that do not
 
 Writing (``--tune``) edits the parallel / batch / recompute / DDP values in place (every node that
 feeds a changed argument: ``ddp.`` and ``optimizer.use_distributed_optimizer`` both), re-reads the
-result and refuses, in one line, a plan the file cannot express.
+result and refuses, in one line, a plan the file cannot express.  Precision goes where Bridge reads it:
+``mixed_precision``'s fields (a recipe name: the recipe whose fields are the plan's), ``fp8_param`` with
+``fp8_param_gather``, ``reuse_grad_buf_for_mxfp8_param_ag`` with MXFP8 param gather (``ConfigContainer.validate``
+asserts it); optimizer state dtypes as torch dtype objects, an alias of a shared dtype written out first.
+The OptimizerConfig's ``fp8_recipe`` (``mixed_precision.fp8_recipe``, default tensorwise) is read with the
+precision-aware optimizer off too, so a tuned plan that turns it on keeps it (priced: fp32 master weights).
 """
 
 from __future__ import annotations
@@ -62,15 +67,17 @@ FORMAT = "bridge-yaml"
 _MP_DEFAULTS = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
                 "fp8_dot_product_attention": False, "fp4": None, "fp4_recipe": "nvfp4", "fp4_param": False,
                 "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
-                "grad_reduce_in_fp32": True}
+                "grad_reduce_in_fp32": True, "reuse_grad_buf_for_mxfp8_param_ag": False}
 _BF16 = {"bf16": True, "fp16": False, "grad_reduce_in_fp32": True}
 _FP16 = {"bf16": False, "fp16": True, "grad_reduce_in_fp32": False}
 MIXED_PRECISION_RECIPES: dict[str, dict[str, Any]] = {
     "bf16_mixed": _BF16, "fp16_mixed": _FP16,
     "bf16_with_fp8_delayed_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
     "fp16_with_fp8_delayed_scaling_mixed": {**_FP16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
-    "bf16_with_mxfp8_mixed": {**_BF16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
-    "fp16_with_mxfp8_mixed": {**_FP16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
+    "bf16_with_mxfp8_mixed": {**_BF16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True,
+                              "reuse_grad_buf_for_mxfp8_param_ag": True},
+    "fp16_with_mxfp8_mixed": {**_FP16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True,
+                              "reuse_grad_buf_for_mxfp8_param_ag": True},
     "bf16_with_fp8_current_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "tensorwise",
                                             "first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 1,
                                             "num_layers_at_end_in_bf16": 1},
@@ -120,6 +127,13 @@ _OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|FalconH1|Wh
 # models/nemotronh NemotronH / Nemotron 3 providers): read as Megatron-LM's --is-hybrid-model with their pattern
 _HYBRID_FAMILY = re.compile(r"Mamba|Hybrid|NemotronH|Nemotron3|NemotronNano")
 _LAYOUT_LETTERS = {"embedding": "E", "decoder": "t", "loss": "L", "mtp": "m"}
+# OptimizerConfig's state dtypes (torch dtypes in the file); the dtype each plan value is (Megatron-LM
+# training/arguments.py: fp32 float32, bf16 bfloat16, fp16 float16, fp8 uint8)
+_STATE_DTYPES = ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype")
+_TORCH_DTYPE = {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8": "torch.uint8"}
+# the Megatron dests MixedPrecisionConfig holds (its fields under their Megatron-LM names): setup() writes them over
+# the model's, so the writer edits them in mixed_precision:
+_MP_DESTS = frozenset(_RENAMES.get(k, k) for k in _MP_DEFAULTS) | {"fp8_param_gather", "fp4_param"}
 
 
 def _model_section(root: yaml.MappingNode) -> yaml.MappingNode | None:
@@ -153,7 +167,12 @@ def is_bridge_run_config(text: str) -> bool:
 class BridgeRecipe(MappedYamlRecipe):
     """A read Bridge config: Megatron argument values, and the YAML nodes each one was read from; ``env``: the
     run's ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name, str(value)) before
-    the run starts: training/config.py apply_environment_variables)."""
+    the run starts: training/config.py apply_environment_variables).  ``dtype_keys``: the key node of each
+    optimizer state dtype field (its value may be an alias of a dtype another field anchors); ``mp_name``: the
+    ``mixed_precision:`` node when it names a recipe."""
+
+    dtype_keys: dict[str, yaml.Node] = field(default_factory=dict)
+    mp_name: yaml.ScalarNode | None = None
 
     spelled: dict[str, tuple[str, Any]] = field(default_factory=dict)  # destination -> (section.key, value)
 
@@ -253,6 +272,8 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
             raise PlanError(f"{section}.{key}", raw, e.allowed) from None
         rec.put(dest, got, v)
         rec.spelled[dest] = (f"{section}.{key}", raw)
+        if dest in _STATE_DTYPES:
+            rec.dtype_keys[dest] = k
 
 
 def _refuse_quoted_false(field: str, raw: Any, dest: str) -> None:
@@ -331,6 +352,7 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
     ``MixedPrecisionConfig.setup`` overwrites them; then the DDP grad-reduce dtype."""
     mp = child_node(root, "mixed_precision")
     fields: dict[str, Any] = {}
+    mp_nodes: dict[str, list[yaml.Node]] = {}  # dest -> the mixed_precision value nodes that set it (the writer's)
     if isinstance(mp, yaml.ScalarNode) and node_value(mp) not in (None, ""):
         name = str(node_value(mp)).replace("-", "_")
         if name not in MIXED_PRECISION_RECIPES:
@@ -339,15 +361,26 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
         fields = {**_MP_DEFAULTS, **MIXED_PRECISION_RECIPES[name]}
         rec.notes.append(f"mixed_precision {name}: its fields (Megatron-Bridge training/mixed_precision.py) override the "
                          "model's")
+        rec.mp_name = mp
     elif isinstance(mp, yaml.MappingNode):
+        # the fields the mapping leaves out are MixedPrecisionConfig's defaults, which setup() writes over the model's
+        fields = dict(_MP_DEFAULTS)
+        rec.sections["mixed_precision"] = mp
         for k, v in mapping_items(mp):
             key = str(k.value)
             if key.startswith("_") or key.endswith("dtype"):
                 continue
             val = _plain(v)
-            if key in ("fp8_param", "fp4_param") and val is None:
-                continue  # finalize(): None follows *_param_gather
-            fields[{"fp4_param_gather": "fp4_param"}.get(key, key)] = val
+            name = {"fp4_param_gather": "fp4_param"}.get(key, key)
+            if key in ("fp8_param", "fp4_param"):
+                # __init__ assigns every field in declaration order and __setattr__ keeps fp8_param and
+                # fp8_param_gather alike: *_param_gather, given or its default False, is set last and wins (and
+                # finalize() gives a None *_param the gather's value); the writer edits both where both are written
+                if child_node(mp, f"{key}_gather") is not None:
+                    mp_nodes.setdefault(_RENAMES.get(name, name), []).append(v)
+                continue
+            mp_nodes.setdefault(_RENAMES.get(name, name), []).append(v)
+            fields[name] = val
     for key, val in fields.items():
         if key == "grad_reduce_in_fp32":
             continue
@@ -360,12 +393,16 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
         if isinstance(mp, yaml.MappingNode):  # a field as written (a recipe name's are the factory's booleans)
             _refuse_quoted_false(f"mixed_precision.{key}", val, dest)
         rec.args[dest] = convert(spec, val) if spec is not None else val  # None too: setup() overwrites with it
-        rec.nodes.pop(dest, None)  # the model's node no longer decides it
+        rec.nodes.pop(dest, None)  # the model's node no longer decides it: mixed_precision's does (a recipe name: none)
+        if mp_nodes.get(dest):
+            rec.nodes[dest] = [(n, False) for n in mp_nodes[dest]]
     if not rec.args.get("first_last_layers_bf16"):
         for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             rec.args.pop(k, None)  # only read with first_last_layers_bf16
     ddp = rec.sections.get("ddp")
     g_node = child_node(ddp, "grad_reduce_in_fp32") if ddp is not None else None
+    if mp_nodes.get("grad_reduce_in_fp32"):
+        g_node = mp_nodes["grad_reduce_in_fp32"][0]  # mixed_precision's wins over the DDP config's
     grad_fp32 = fields.get("grad_reduce_in_fp32", node_value(g_node) if g_node is not None else None)
     if grad_fp32 is not None:
         if rec.args.get("bf16"):
@@ -559,12 +596,54 @@ def _scalar(value: Any) -> str:
 _HOME = {"micro_batch_size": "train", "global_batch_size": "train", "train_iters": "train",
          "overlap_grad_reduce": "ddp", "overlap_param_gather": "ddp", "use_distributed_optimizer": "ddp",
          "ddp_bucket_size": "ddp", "use_megatron_fsdp": "ddp", "data_parallel_sharding_strategy": "ddp",
-         "use_torch_fsdp2": "dist", "ckpt_format": "checkpoint"}
+         "use_torch_fsdp2": "dist", "ckpt_format": "checkpoint",
+         # Bridge's OptimizerConfig (megatron-core optimizer_config.py) fields
+         "use_precision_aware_optimizer": "optimizer", "optimizer_cpu_offload": "optimizer",
+         "optimizer_offload_fraction": "optimizer", **dict.fromkeys(_STATE_DTYPES, "optimizer")}
 _BRIDGE_KEY = {v: k for k, v in _RENAMES.items()}
 
 
+def _value_text(dest: str, value: Any) -> str:
+    """A value as the Bridge file spells it: an optimizer state dtype as the torch dtype object
+    (``{_call_: false, _target_: torch.bfloat16}``, yaml_utils' representer), no FP8 recipe as ``delayed`` (the
+    plan's None; MixedPrecisionConfig.fp8_recipe is a str, copied into the OptimizerConfig), anything else as YAML."""
+    if dest in _STATE_DTYPES and value in _TORCH_DTYPE:
+        return f"{{_call_: false, _target_: {_TORCH_DTYPE[value]}}}"
+    if dest == "fp8_recipe" and value is None:  # the plan's None is Megatron-LM's default; Bridge's is tensorwise
+        return "delayed"
+    return _scalar(value)
+
+
+def _home(rec: BridgeRecipe, dest: str) -> str:
+    """The section a dest the file does not write is added to (a precision field: ``mixed_precision:`` when that
+    is a mapping, as setup() writes it over the model's)."""
+    if dest in _MP_DESTS and "mixed_precision" in rec.sections:
+        return "mixed_precision"
+    return _HOME.get(dest, "model")
+
+
+def _recipe_name_edit(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
+    """``mixed_precision: <recipe name>`` edited to the recipe whose fields (training/mixed_precision.py, over
+    MixedPrecisionConfig's defaults) are the precision the plan asks for; none: refused in one line."""
+    mine = {k: v for k, v in changes.items() if k in _MP_DESTS}
+    if rec.mp_name is None or not mine:
+        return []
+    name = str(node_value(rec.mp_name)).replace("-", "_")
+    want = {_RENAMES.get(k, k): v for k, v in {**_MP_DEFAULTS, **MIXED_PRECISION_RECIPES[name]}.items()}
+    want.update(mine)
+    for other, f in MIXED_PRECISION_RECIPES.items():
+        have = {_RENAMES.get(k, k): v for k, v in {**_MP_DEFAULTS, **f}.items()}
+        # the FP8 format (hybrid / e4m3) is no plan field: any recipe with FP8 on matches an FP8 plan
+        if all(bool(have.get(k)) == bool(v) if k == "fp8" else have.get(k) == v or (v is None and not have.get(k))
+               for k, v in want.items()):
+            return [ms.Edit(rec.mp_name.start_mark.index, rec.mp_name.end_mark.index, other)]
+    shown = ", ".join(f"{k}={v}" for k, v in mine.items())
+    raise UserError(f"{rec.path}: cannot express {shown} with mixed_precision={node_value(rec.mp_name)!r}: no "
+                    "Megatron-Bridge precision recipe sets it; write mixed_precision's fields as a mapping")
+
+
 def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
-    edits: list[ms.Edit] = []
+    edits: list[ms.Edit] = _recipe_name_edit(rec, changes)
     for dest, val in changes.items():
         spec = BY_DEST.get(dest)
         nodes = rec.nodes.get(dest)
@@ -572,22 +651,46 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
             for node, inverted in nodes:
                 v = (not val) if inverted and isinstance(val, bool) else val
                 if isinstance(node, yaml.ScalarNode) or node.flow_style:
-                    edits.append(ms.Edit(node.start_mark.index, node.end_mark.index, _scalar(v)))
-                else:  # a block list (its items may start at the key's column): the key's value, in flow style
+                    edits.append(ms.Edit(node.start_mark.index, node.end_mark.index, _value_text(dest, v)))
+                else:  # a block list / mapping (its items may start at the key's column): the value, in flow style
                     a = rec.text.rfind(":", 0, node.start_mark.index) + 1
                     end = rec.text.rfind("\n", node.start_mark.index, node.end_mark.index)
-                    edits.append(ms.Edit(a, end if end > 0 else node.end_mark.index, " " + _scalar(v)))
+                    edits.append(ms.Edit(a, end if end > 0 else node.end_mark.index, " " + _value_text(dest, v)))
             continue
+        if rec.mp_name is not None and dest in _MP_DESTS:
+            continue  # the recipe name's (_recipe_name_edit)
         if val is None or (spec is not None and (val == spec.default or (spec.kind == "true" and not val))):
             continue
-        sec = rec.sections.get(_HOME.get(dest, "model"))
+        home = _home(rec, dest)
+        sec = rec.sections.get(home)
         items = mapping_items(sec) if sec is not None else []
         if not items or sec.flow_style:
             raise UserError(f"{rec.path}: cannot add {dest}={val} to this Megatron-Bridge config (no block mapping "
-                            f"{_HOME.get(dest, 'model')}:)")
-        at, lines = entries_after(rec.text, *items[-1], [f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"])
+                            f"{home}:)")
+        at, lines = entries_after(rec.text, *items[-1], [f"{_BRIDGE_KEY.get(dest, dest)}: {_value_text(dest, val)}"])
         edits.append(ms.Edit(at, at, lines))
     return edits
+
+
+def _unaliased(text: str, path: str, dests: list[str]) -> str:
+    """``text`` with the dtype the state dtype fields ``dests`` share by a YAML anchor (``exp_avg_dtype: &id002
+    {...}``, ``exp_avg_sq_dtype: *id002``: safe_dump aliases one torch dtype object) written out at every alias,
+    so that one field can change alone (an edit of the anchor would change them all, or drop the anchor the
+    others name)."""
+    rec = from_bridge_yaml(text, path)
+    shared: dict[str, yaml.Node] = {}  # anchor name -> the dtype node it names
+    for dest in dests:
+        k = rec.dtype_keys.get(dest)
+        m = re.compile(r":[ \t]*[&*]([^\s,\]}]+)").match(text, k.end_mark.index) if k is not None else None
+        if m and isinstance(rec.nodes[dest][0][0], yaml.MappingNode):
+            shared[m.group(1)] = rec.nodes[dest][0][0]
+    edits: list[ms.Edit] = []
+    for name, node in shared.items():
+        flow = "{" + ", ".join(f"{a.value}: {text[b.start_mark.index:b.end_mark.index]}"
+                               for a, b in mapping_items(node)) + "}"
+        alias = re.compile(r"\*" + re.escape(name) + r"(?![^\s,\]}])")
+        edits += [ms.Edit(m.start(), m.end(), flow) for m in alias.finditer(text)]
+    return ms.apply_edits(text, edits, path) if edits else text
 
 
 def render_bridge_yaml(plan: Plan, original_text: str) -> str:
@@ -602,13 +705,23 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
         written = stated_cluster(cfg, None) if cfg else plan.cluster
         current = plan_from_args(rec.args, plan.cluster, validate=False)
         changes = changed_args(current, plan, rec.args, frozenset(rec.nodes))
+        after = {**rec.args, **changes}
+        if (after.get("fp8") and after.get("fp8_recipe") == "mxfp8" and after.get("fp8_param_gather")
+                and not after.get("use_megatron_fsdp") and not after.get("reuse_grad_buf_for_mxfp8_param_ag")):
+            # Bridge's ConfigContainer.validate asserts it for MXFP8 param gather without Megatron-FSDP
+            # (training/config.py, @067f987; its bf16_with_mxfp8_mixed recipe sets it)
+            changes["reuse_grad_buf_for_mxfp8_param_ag"] = True
         edits = _edits(rec, changes) + cluster_edits(out, rec, written, plan.cluster, False)
         dp_node, dp = _dp_node(rec), plan.cluster.world_size // max(1, p.tp * p.pp * p.cp)
         if dp_node is not None and node_value(dp_node) != dp:  # keep the saved world size the plan's
             edits.append(ms.Edit(dp_node.start_mark.index, dp_node.end_mark.index, str(dp)))
         return edits
 
-    out = ms.edit_to_fixpoint(original_text, path, edits_of)
+    rec0, _ = _parse(original_text, path, plan.cluster)
+    changes0 = changed_args(plan_from_args(rec0.args, plan.cluster, validate=False), plan, rec0.args,
+                            frozenset(rec0.nodes))
+    start = _unaliased(original_text, path, [d for d in _STATE_DTYPES if d in changes0])
+    out = ms.edit_to_fixpoint(start, path, edits_of)
     if out != original_text:
         # the variables the tuned plan newly needs at start-up, written into env_vars (megatron.with_launch_env: Bridge
         # asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained

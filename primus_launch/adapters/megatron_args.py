@@ -1127,8 +1127,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     pao = bool(get(a, "use_precision_aware_optimizer"))
     if not pao:
         state = dict.fromkeys(state, "fp32")  # the dtypes only take effect with the precision-aware optimizer
-    # without fp8 --fp8-recipe still reaches the OptimizerConfig (training.optimizer_fp8_recipe): read when given
-    opt_fp8_recipe = (a.get("fp8_recipe") if pao and precision not in ("fp8", "fp4")
+    # without fp8 --fp8-recipe still reaches the OptimizerConfig (training.optimizer_fp8_recipe): read when given,
+    # with the precision-aware optimizer off too, so that a tuned candidate turning it on keeps the recipe the file
+    # states (Megatron-Bridge's MixedPrecisionConfig.setup copies its fp8_recipe, default 'tensorwise', into every
+    # run's OptimizerConfig: a bf16 Bridge config reads 'tensorwise')
+    opt_fp8_recipe = (a.get("fp8_recipe") if precision not in ("fp8", "fp4")
                       and a.get("fp8_recipe") in FP8_RECIPES_READ and a.get("fp8_recipe") != "delayed" else None)
     training = dict(
         micro_batch_size=mbs, global_batch_size=gbs, precision=precision, fp8_recipe=fp8_recipe,

@@ -675,7 +675,9 @@ class Training(BoundedSection):
     optimizer_fp8_recipe: Optional[Fp8Recipe] = Field(
         default=None, description="without fp8: the fp8_recipe Megatron's OptimizerConfig still holds (Megatron-LM "
                                   "--fp8-recipe given without --fp8-format; Megatron-Bridge copies its "
-                                  "MixedPrecisionConfig default 'tensorwise' into BF16 runs); with fp32 main params a "
+                                  "MixedPrecisionConfig default 'tensorwise' into BF16 runs), read with the "
+                                  "precision-aware optimizer off too (a tuned plan turning it on keeps the file's "
+                                  "recipe); with fp32 main params a "
                                   "recipe other than delayed keeps the precision-aware optimizer's master weights in "
                                   "Megatron (4 bytes, fp32 grad copies at the step) instead of TE's FusedAdam. "
                                   "None = Megatron-LM's default (delayed)")
