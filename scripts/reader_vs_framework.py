@@ -22,6 +22,15 @@ Two sources (read14), each field that changes time or memory compared one by one
   tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
   on 8 H100s: degrees, sequence, batch, AC (selective option), compile, CPU offload, low precision and FP8
   recipe, async TP.
+- ``--titan-tags REPO`` (read18): every distinct job TOML blob of every ref (tags, branches, PR heads) of the
+  torchtitan mirror, each parsed by the ConfigManager (or, before v0.1.0, ``JobConfig.parse_args``) of a commit
+  holding it -- the fewest commits covering all blobs -- against ``load_torchtitan`` on the world its explicit
+  degrees need (8 H100s where they divide it): flavor (layers / dim from that tree's registry where it imports),
+  degrees, batch / sequence, AC mode / selective option, compile, float8 / MX and the float8 recipe, FSDP
+  reshard, optimizer, steps.  The torchtrain trees of early 2024 have no torchtitan package (NO-FRAMEWORK).
+- ``--bridge REPO`` (read18): every distinct ConfigContainer-shaped YAML (top-level ``model:`` and ``train:``) of
+  every ref of the Megatron-Bridge mirror: override files (no model stated) counted, full configs read by
+  ``load_bridge_yaml`` and compared with the values the file writes.
 
 Prints one line per file (SAME / DIFF field: framework, plan / REF reason) and the counts.  Nothing upstream
 is copied; Primus's code runs from DIR.
@@ -30,6 +39,8 @@ is copied; Primus's code runs from DIR.
     python scripts/reader_vs_framework.py --primus /tmp/primus_src --titan
     git -C /work/.mirror/pytorch+torchtitan/repo archive v0.2.2 torchtitan | tar -x -C /tmp/tt022
     python scripts/reader_vs_framework.py --titan02 /tmp/tt022
+    python scripts/reader_vs_framework.py --titan-tags /work/.mirror/pytorch+torchtitan/repo   # ~10 min
+    python scripts/reader_vs_framework.py --bridge /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -378,6 +390,414 @@ def titan02(tree: Path, lines_file: Optional[Path]) -> collections.Counter:
     return counts
 
 
+def _get(c: Any, *paths: str, default: Any = None) -> Any:
+    """The first of ``paths`` (dotted) that torchtitan config ``c`` of some release has (their layouts moved keys
+    between tables: ``training.tensor_parallel_degree`` -> ``parallelism.``, ``training.batch_size`` ->
+    ``local_batch_size``, ``training.compile`` -> ``compile.enable``)."""
+    for path in paths:
+        o: Any = c
+        for part in path.split("."):
+            o = getattr(o, part, _MISSING)
+            if o is _MISSING:
+                break
+        if o is not _MISSING:
+            return o
+    return default
+
+
+_MISSING = object()
+
+
+def _tag_world(path: str) -> tuple[int, int]:
+    """(nodes, GPUs per node) that the job TOML's explicit degrees fit (any layout's keys): 8 GPUs a node where
+    they divide it."""
+    import tomllib
+
+    try:
+        d = tomllib.loads(Path(path).read_text())
+    except Exception:  # noqa: BLE001 -- the reader says why
+        return 1, 8
+
+    def deg(*keys: str, default: int = 1) -> int:
+        for k in keys:
+            sec, _, name = k.partition(".")
+            v = (d.get(sec) or {}).get(name)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return default
+
+    other = (deg("parallelism.tensor_parallel_degree", "training.tensor_parallel_degree")
+             * deg("parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree")
+             * deg("parallelism.context_parallel_degree", "experimental.context_parallel_degree")
+             * deg("parallelism.data_parallel_replicate_degree", "training.data_parallel_replicate_degree"))
+    other = max(other, 1)
+    shard = deg("parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree",
+                "training.data_parallel_degree", default=-1)
+    world = other * shard if shard > 0 else math.lcm(other, 8)
+    return (world // 8, 8) if world % 8 == 0 else (1, world)
+
+
+def _tag_diffs(c: Any, p: Any, dims: Optional[tuple[int, int]]) -> dict[str, tuple[Any, Any]]:
+    """Fields of a job TOML as the ConfigManager of its own commit parsed it (any layout, v0.1.0's and older
+    included) that plan ``p`` reads otherwise: model flavor (layers / dim from that tree's registry where it
+    imports), degrees, batch / sequence, AC mode / selective option, compile, float8 / MX and the float8 recipe,
+    FSDP reshard, optimizer, steps."""
+    t, par = p.training, p.parallel
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want is not None and want != got:
+            out[name] = (want, got)
+
+    tp = int(_get(c, "parallelism.tensor_parallel_degree", "training.tensor_parallel_degree", default=1))
+    pp = int(_get(c, "parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree", default=1))
+    cp = int(_get(c, "parallelism.context_parallel_degree", "experimental.context_parallel_degree", default=1))
+    chk("tp", tp, par.tp)
+    chk("pp", pp, par.pp)
+    chk("cp", cp, par.cp)
+    chk("ep", int(_get(c, "parallelism.expert_parallel_degree", default=1)), par.ep)
+    chk("seq_len", _get(c, "training.seq_len"), p.model.seq_length)
+    lbs = int(_get(c, "training.local_batch_size", "training.batch_size"))
+    gbs = int(_get(c, "training.global_batch_size", default=-1) or -1)
+    dp = p.cluster.num_nodes * p.cluster.gpus_per_node // (tp * pp * cp)
+    chk("global_batch", gbs if gbs > 0 else lbs * dp, t.global_batch_size)
+    chk("micro_batch", _get(c, "parallelism.pipeline_parallel_microbatch_size", default=1) if pp > 1 else lbs,
+        t.micro_batch_size)
+    mode = _get(c, "activation_checkpoint.mode", default="none")
+    g = t.recompute.granularity
+    if mode == "selective":
+        n = str(_get(c, "activation_checkpoint.selective_ac_option", default="2"))
+        chk("activation_checkpoint", "op" if n == "op" else "full" if int(n) <= 1 else f"every {n}",
+            "op" if g == "op" else f"every {t.recompute.num_layers}" if t.recompute.method == "every_n" else g)
+    else:
+        chk("activation_checkpoint", "op" if mode == "memory_budget" else mode, g)
+    comps = _get(c, "compile.components", default=["model", "loss"])
+    comp = bool(_get(c, "compile.enable", default=False))
+    chk("compile", (comp and "model" in comps) or bool(_get(c, "training.compile", default=False)), t.compile)
+    conv = [str(x) for x in (_get(c, "model.converters", default=[]) or [])]
+    mx = any(x in ("mx", "quantize.linear.mx", "mxfp8") for x in conv)
+    fp8 = any(x in ("float8", "quantize.linear.float8") for x in conv) or \
+        bool(_get(c, "float8.enable_float8_linear", "training.enable_float8_linear", "training.fp8_linear",
+                  default=False))
+    chk("precision", "mxfp8" if mx else "fp8" if fp8 else None, "mxfp8" if t.fp8_recipe == "mxfp8" else t.precision)
+    if fp8 and not mx:
+        chk("fp8_recipe", _get(c, "quantize.linear.float8.recipe_name", "float8.recipe_name", default=None)
+            or "tensorwise", t.fp8_recipe)
+    chk("fsdp_reshard_after_forward", _get(c, "parallelism.fsdp_reshard_after_forward", default="default"),
+        par.fsdp_reshard_after_forward)
+    opt = str(_get(c, "optimizer.name", default="AdamW")).lower()
+    chk("optimizer", "sgd" if "sgd" in opt else "adam", t.optimizer)
+    chk("steps", _get(c, "training.steps"), t.train_iters)
+    if dims:
+        chk("layers", dims[0], p.model.num_layers)
+        chk("dim", dims[1], p.model.hidden_size)
+    return out
+
+
+def _tree_dims(name: str, flavor: str) -> Optional[tuple[int, int]]:
+    """(layers, dim) of ``name``'s ``flavor`` in the imported tree's model registry, where its module imports and
+    keeps a ``*_configs`` dict of model args with ``n_layers`` and ``dim``; else None."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"torchtitan.models.{name}")
+    except BaseException:  # noqa: BLE001 -- a model's dependencies absent here
+        try:
+            mod = importlib.import_module(f"torchtitan.experiments.{name}")
+        except BaseException:  # noqa: BLE001
+            return None
+    for k, v in vars(mod).items():
+        if k.endswith("_configs") and isinstance(v, dict) and flavor in v:
+            a = v[flavor]
+            if hasattr(a, "n_layers") and hasattr(a, "dim"):
+                return int(a.n_layers), int(a.dim)
+    return None
+
+
+def _load_tree(tree: str) -> Callable[[list[str]], Any]:
+    """A parser of job arguments with the ConfigManager (or older JobConfig) of the torchtitan tree ``tree``,
+    imported fresh (the package's ``__init__``, which imports every model, is skipped)."""
+    import importlib
+    import types
+
+    for k in [k for k in sys.modules if k == "torchtitan" or k.startswith("torchtitan.")]:
+        del sys.modules[k]
+    pkg = types.ModuleType("torchtitan")
+    pkg.__path__ = [str(Path(tree) / "torchtitan")]  # type: ignore[attr-defined]
+    sys.modules["torchtitan"] = pkg
+    for name in ("torchtitan.config", "torchtitan.config_manager"):
+        try:
+            m = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name in (name, "torchtitan.config"):
+                continue
+            raise
+        if hasattr(m, "ConfigManager"):
+            return lambda args: m.ConfigManager().parse_args(list(args))
+        jc_cls = m.JobConfig
+
+        def parse(args: list[str]) -> Any:
+            jc = jc_cls()
+            jc.parse_args(list(args))
+            return jc
+        return parse
+    raise ImportError(f"no torchtitan config manager under {tree}")
+
+
+def titan_tags_child(items: list[tuple[str, str, str]]) -> None:
+    """Run in a child process: ``items`` = (tree, TOML path, label); one line per TOML."""
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torch  # noqa: F401 -- loaded once for every tree
+
+    from primus_launch.adapters.torchtitan import load_torchtitan
+    from primus_launch.plan import Cluster
+
+    plans: dict[str, Any] = {}  # read first: the reader finds the installed torchtitan, not a stub tree
+    for tree, toml, label in items:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                nodes, gpn = _tag_world(toml)
+                plans[label] = ("ok", load_torchtitan(toml, Cluster(gpu="h100-sxm", num_nodes=nodes,
+                                                                    gpus_per_node=gpn)))
+        except Exception as e:  # noqa: BLE001
+            plans[label] = ("ref", e)
+        except BaseException as e:  # noqa: BLE001 -- SystemExit from the reader is a crash
+            plans[label] = ("crash", e)
+    tree_now, parse = None, None
+    for tree, toml, label in items:
+        if tree != tree_now:
+            tree_now = tree
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    parse = _load_tree(tree)
+            except BaseException as e:  # noqa: BLE001
+                parse = None
+                why_tree = f"{type(e).__name__}: {str(e)[:80]}"
+        if parse is None:
+            print(f"NO-FRAMEWORK {label}: {why_tree}", flush=True)
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                cfg = parse(["--job.config_file", toml])
+        except BaseException as e:  # noqa: BLE001 -- tyro / argparse exit on a bad file
+            cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
+        kind, plan = plans[label]
+        if kind == "crash":
+            print(f"CRASH {label}: {type(plan).__name__}: {str(plan)[:120]}", flush=True)
+            continue
+        if kind == "ref":
+            print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(plan)[:160]}", flush=True)
+            continue
+        if cfg is None:
+            print(f"TORCHTITAN-REFUSES {label}: {why}", flush=True)
+            continue
+        try:
+            diffs = _tag_diffs(cfg, plan, _tree_dims(str(_get(cfg, "model.name")), str(_get(cfg, "model.flavor"))))
+        except Exception as e:  # noqa: BLE001
+            print(f"PROBE-ERROR {label}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            continue
+        print(("DIFF " if diffs else "SAME ") + label +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""), flush=True)
+
+
+_NOT_JOBS = re.compile(r"(^|/)pyproject\.toml$|^\.github/|(^|/)(rl|grpo)/|ruff|\.pre-commit")
+
+
+def titan_tags(repo: Path, limit: Optional[int]) -> collections.Counter:
+    """Every distinct job TOML of every ref of the torchtitan mirror ``repo``, each parsed by the config manager
+    of a commit holding it: the fewest commits that cover all distinct TOML blobs (greedy), each commit's
+    ``torchtitan`` package and TOMLs extracted with ``git archive``; one child process imports torch once and
+    swaps the trees."""
+    import subprocess
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, check=True).stdout
+
+    commits = sorted(set(git("for-each-ref", "--format=%(objectname)").split()))
+    tomls: dict[str, dict[str, str]] = {}
+    for c in commits:
+        rows = [ln.split(None, 3) for ln in git("ls-tree", "-r", c).splitlines()]
+        got = {r[2]: r[3] for r in rows if r[3].endswith(".toml") and not _NOT_JOBS.search(r[3])}
+        if got:
+            tomls[c] = got
+    left = {b for got in tomls.values() for b in got}
+    chosen: list[tuple[str, dict[str, str]]] = []
+    while left:
+        c = max(tomls, key=lambda c: len(left & tomls[c].keys()))
+        new = {b: p for b, p in tomls[c].items() if b in left}
+        chosen.append((c, new))
+        left -= new.keys()
+    if limit:
+        chosen = chosen[:limit]
+    items: list[tuple[str, str, str]] = []
+    counts: collections.Counter = collections.Counter()
+    with tempfile.TemporaryDirectory() as work:
+        for c, new in chosen:
+            tree = Path(work) / c[:12]
+            tree.mkdir()
+            paths = sorted(set(new.values()))
+            want = [r.split(None, 3) for r in git("ls-tree", "-r", c).splitlines()]
+            want = [(o, q) for _, kind, o, q in want if kind == "blob" and
+                    ((q.startswith("torchtitan/") and q.endswith(".py")) or q in paths)]
+            blobs = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], input="\n".join(o for o, _ in want)
+                                   .encode(), capture_output=True, check=True).stdout  # (a missing blob: skipped)
+            at = 0
+            for o, q in want:
+                head, _, rest = blobs[at:].partition(b"\n")
+                at += len(head) + 1
+                if head.endswith(b"missing"):
+                    continue
+                n = int(head.split()[2])
+                (tree / q).parent.mkdir(parents=True, exist_ok=True)
+                (tree / q).write_bytes(blobs[at:at + n])
+                at += n + 1
+            items += [(str(tree), str(tree / p), f"{c[:10]}:{p}") for p in paths]
+        repo_root = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": str(repo_root)}
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--titan-tags-child"],
+                              input="\n".join("\t".join(x) for x in items), capture_output=True, text=True,
+                              env=env, cwd=work)
+    for ln in done.stdout.splitlines():
+        print(ln)
+        head = ln.split(" ", 1)[0]
+        counts[{"SAME": "same", "DIFF": "different", "REF": "refused", "BOTH-REFUSE": "both refuse",
+                "TORCHTITAN-REFUSES": "read, torchtitan refuses", "CRASH": "crashed",
+                "NO-FRAMEWORK": "framework does not import", "PROBE-ERROR": "probe error"}.get(head, "other")] += 1
+    if done.returncode:
+        print(done.stderr[-2000:])
+    print(f"({len(items)} distinct TOMLs from {len(chosen)} commits of {len(commits)} refs' heads)")
+    return counts
+
+
+#: Bridge ConfigContainer field (section.key) -> how the plan holds it (a function of the plan)
+_BRIDGE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "model.num_layers": lambda p: p.model.num_layers, "model.hidden_size": lambda p: p.model.hidden_size,
+    "model.ffn_hidden_size": lambda p: p.model.ffn_hidden_size,
+    "model.num_attention_heads": lambda p: p.model.num_attention_heads,
+    "model.seq_length": lambda p: p.model.seq_length,
+    "model.num_moe_experts": lambda p: p.model.num_experts,
+    "model.moe_router_topk": lambda p: p.model.moe_router_topk if p.model.num_experts else None,
+    "model.tensor_model_parallel_size": lambda p: p.parallel.tp,
+    "model.pipeline_model_parallel_size": lambda p: p.parallel.pp,
+    "model.virtual_pipeline_model_parallel_size": lambda p: p.parallel.vpp if p.parallel.vpp > 1 else None,
+    "model.context_parallel_size": lambda p: p.parallel.cp,
+    "model.expert_model_parallel_size": lambda p: p.parallel.ep,
+    "model.sequence_parallel": lambda p: p.parallel.sequence_parallel if p.parallel.tp > 1 else None,
+    "model.recompute_granularity": lambda p: (None if p.training.recompute.granularity == "none"
+                                              else p.training.recompute.granularity),
+    "model.recompute_num_layers": lambda p: p.training.recompute.num_layers if p.training.recompute.granularity
+    == "full" else None,
+    "train.micro_batch_size": lambda p: p.training.micro_batch_size,
+    "train.global_batch_size": lambda p: p.training.global_batch_size,
+    "train.train_iters": lambda p: p.training.train_iters,
+    "ddp.use_distributed_optimizer": lambda p: p.parallel.dp_sharding != "none",
+    "ddp.overlap_grad_reduce": lambda p: p.training.overlap_grad_reduce,
+    "ddp.overlap_param_gather": lambda p: p.training.overlap_param_gather,
+}
+
+
+def _bridge_diffs(d: dict, p: Any) -> dict[str, tuple[Any, Any]]:
+    """Each field of ``_BRIDGE_FIELDS`` a Bridge ConfigContainer YAML ``d`` writes (``model.transformer`` for the
+    GPTModelConfig layout) that plan ``p`` holds otherwise; a field the file leaves out is not compared (its
+    dataclass default is what the reader applies, from the same field list)."""
+    out: dict[str, tuple[Any, Any]] = {}
+    model = d.get("model") or {}
+    if isinstance(model.get("transformer"), dict):
+        model = {**model, **model["transformer"]}
+    secs = {"model": model, "train": d.get("train") or {}, "ddp": d.get("ddp") or {}}
+    for key, got in _BRIDGE_FIELDS.items():
+        sec, k = key.split(".")
+        want = secs[sec].get(k)
+        if want is None or isinstance(want, (dict, list)) or (isinstance(want, str) and "${" in want):
+            continue
+        if key == "ddp.overlap_param_gather" and not secs["ddp"].get("use_distributed_optimizer"):
+            continue  # without the distributed optimizer there is no parameter all-gather to overlap
+        if key == "model.sequence_parallel" and (model.get("tensor_model_parallel_size") or 1) <= 1:
+            continue
+        if key == "model.recompute_num_layers" and model.get("recompute_granularity") != "full":
+            continue
+        have = got(p)
+        if have != want:
+            out[key] = (want, have)
+    if model.get("share_embeddings_and_output_weights") is not None:
+        want = not model["share_embeddings_and_output_weights"]
+        if want != p.model.untie_embeddings_and_output_weights:
+            out["model.share_embeddings_and_output_weights"] = (model["share_embeddings_and_output_weights"],
+                                                                not p.model.untie_embeddings_and_output_weights)
+    return out
+
+
+def bridge(repo: Path) -> collections.Counter:
+    """Every distinct YAML blob of every ref of the Megatron-Bridge mirror ``repo`` that is a ConfigContainer
+    (top-level ``model:`` and ``train:``): full run configs (stating the model) read by ``load_bridge_yaml`` and
+    compared field by field with the file's own values (``yaml.safe_load``); override files (applied over a
+    recipe function, whose values the file does not hold) counted, not compared."""
+    import subprocess
+
+    import yaml
+
+    from primus_launch.adapters.bridge_yaml import is_bridge_run_config, load_bridge_yaml
+    from primus_launch.plan import Cluster
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, check=True).stdout
+
+    seen: dict[str, str] = {}
+    for c in sorted(set(git("for-each-ref", "--format=%(objectname)").split())):
+        for ln in git("ls-tree", "-r", c).splitlines():
+            meta, q = ln.split("\t", 1)
+            if q.endswith((".yaml", ".yml")) and not q.startswith((".github/", "docs/")):
+                seen.setdefault(meta.split()[2], q)
+    counts: collections.Counter = collections.Counter()
+    with tempfile.TemporaryDirectory() as work:
+        for blob, q in sorted(seen.items(), key=lambda x: x[1]):
+            text = git("cat-file", "-p", blob)
+            if not (re.search(r"^model:", text, re.M) and re.search(r"^train:", text, re.M)):
+                continue
+            label = f"{blob[:10]}:{q}"
+            if not is_bridge_run_config(text):
+                counts["override file (not compared)"] += 1
+                print(f"OVERRIDE {label}")
+                continue
+            f = Path(work) / "run_config.yaml"
+            f.write_text(text)
+            try:
+                d = yaml.safe_load(text)
+            except Exception:  # noqa: BLE001 -- tags of the dump (python objects): the reader's own loader only
+                d = yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    plan = load_bridge_yaml(f, Cluster(gpu="h100-sxm", num_nodes=_bridge_nodes(d), gpus_per_node=8))
+            except Exception as e:  # noqa: BLE001
+                counts["refused"] += 1
+                print(f"REF {label}: {str(e)[:160]}")
+                continue
+            except BaseException as e:  # noqa: BLE001
+                counts["crashed"] += 1
+                print(f"CRASH {label}: {type(e).__name__}: {str(e)[:120]}")
+                continue
+            diffs = _bridge_diffs(d, plan)
+            counts["different" if diffs else "same"] += 1
+            print(("DIFF " if diffs else "SAME ") + label +
+                  (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    return counts
+
+
+def _bridge_nodes(d: dict) -> int:
+    """Nodes of 8 GPUs the file's model-parallel sizes need (at least 1)."""
+    m = d.get("model") or {}
+    if isinstance(m.get("transformer"), dict):
+        m = {**m, **m["transformer"]}
+    n = 1
+    for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
+        v = m.get(k)
+        n *= v if isinstance(v, int) and v > 0 else 1
+    ep = m.get("expert_model_parallel_size")
+    n = math.lcm(n, ep if isinstance(ep, int) and ep > 0 else 1)
+    return max(1, -(-n // 8))
+
+
 def registry_lines() -> list[list[str]]:
     from primus_launch.adapters.titan_snapshot import snapshot
 
@@ -392,9 +812,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--titan02", type=Path, help="a torchtitan <= 0.2 source tree (git archive v0.2.2 torchtitan)")
     ap.add_argument("--titan02-lines", type=Path, help="a file of --job.config_file command argument lines")
     ap.add_argument("--titan02-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--titan-tags", type=Path, help="the torchtitan git mirror: every distinct job TOML of its refs")
+    ap.add_argument("--titan-tags-limit", type=int, help="only the first N commits of --titan-tags (a quick check)")
+    ap.add_argument("--bridge", type=Path, help="the Megatron-Bridge git mirror: every distinct ConfigContainer YAML")
+    ap.add_argument("--titan-tags-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.titan02_child:
         titan02_child([ln.split() for ln in sys.stdin.read().splitlines() if ln.strip()])
+        return 0
+    if a.titan_tags_child:
+        titan_tags_child([tuple(ln.split("\t")) for ln in sys.stdin.read().splitlines() if ln.strip()])
         return 0
     runs: list[tuple[str, Callable[[], collections.Counter]]] = []
     if a.primus:
@@ -407,6 +834,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.titan02:
         runs.append(("torchtitan <= 0.2 job commands vs ConfigManager",
                      lambda: titan02(a.titan02.resolve(), a.titan02_lines)))
+    if a.bridge:
+        runs.append(("Megatron-Bridge ConfigContainer YAMLs of every ref vs their own fields",
+                     lambda: bridge(a.bridge.resolve())))
+    if a.titan_tags:
+        runs.append(("torchtitan job TOMLs of every ref vs that commit's ConfigManager",
+                     lambda: titan_tags(a.titan_tags.resolve(), a.titan_tags_limit)))
     for title, run in runs:
         counts = run()
         print(f"== {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

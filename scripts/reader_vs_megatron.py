@@ -32,6 +32,7 @@ refused / both refuse / read, Megatron refuses / out of scope.  ``-v``: a line p
 
     python scripts/reader_vs_megatron.py                       # main and core_v0.16.1 examples + functional tests
     python scripts/reader_vs_megatron.py --ref core_r0.14.0 --mirror   # + the other mirrors' launch scripts
+    python scripts/reader_vs_megatron.py --yaml-cfg    # the --yaml-cfg examples (gpt_config.yaml) of every ref
 """
 
 from __future__ import annotations
@@ -132,6 +133,41 @@ def _child(tree: str, strict: bool) -> None:
         sys.argv = ["pretrain_gpt.py", *job["argv"]]
         out: dict[str, Any] = {"id": job["id"], "status": "ok", "msg": ""}
         err = io.StringIO()
+        if job.get("yaml_cfg"):  # Megatron-LM's experimental --yaml-cfg: load_yaml, then validate_yaml (initialize)
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                    from megatron.training.yaml_arguments import load_yaml, validate_yaml
+
+                    args = load_yaml(job["yaml_cfg"])
+                    args.rank = int(os.getenv("RANK", "0"))  # as parse_args does after load_yaml
+                    args.world_size = int(os.getenv("WORLD_SIZE", "1"))
+                    flat = dict(vars(copy.deepcopy(args)))
+                    for sec in ("language_model", "model_parallel"):  # the nested sections' fields, where not set
+                        for k, v in vars(flat.pop(sec, None) or types.SimpleNamespace()).items():
+                            flat.setdefault(k, v)
+                    try:
+                        args = validate_yaml(args, {})
+                        for sec in ("language_model", "model_parallel"):  # validated values of the sections
+                            flat.update(vars(getattr(args, sec, None) or types.SimpleNamespace()))
+                        flat.update({k: v for k, v in vars(args).items() if not isinstance(v, types.SimpleNamespace)})
+                    except AttributeError as e:
+                        # validate_yaml reads an argument the example no longer writes (the experimental path
+                        # trailing the arguments): the file's values over parse_args' defaults, validate_args
+                        out["fallback"] = f"validate_yaml: {e}"
+                        sys.argv = ["pretrain_gpt.py", "--mock-data", "--tokenizer-type", "NullTokenizer",
+                                    "--vocab-size", "32000"]
+                        base = A.parse_args()
+                        base.yaml_cfg = None
+                        for k, v in flat.items():
+                            if k != "yaml_cfg":
+                                setattr(base, k, v)
+                        A.validate_args(base, {})
+                        flat = dict(vars(base))
+                out["ns"] = {k: _jsonable(v) for k, v in flat.items()}
+            except BaseException as e:  # noqa: BLE001
+                out.update(status="validate", msg=f"{type(e).__name__}: {str(e)}"[:300])
+            print(json.dumps(out), flush=True)
+            continue
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
                 if strict:
@@ -607,12 +643,72 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
     return counts
 
 
+def yaml_cfg_sources() -> list[tuple[str, str]]:
+    """(ref, blob) for each distinct ``examples/gpt3/gpt_config.yaml`` (Megatron-LM's ``--yaml-cfg`` example) on
+    ``main``, the ``core_r*`` / ``core_v*`` branches and tags and the ``main2dev/*`` branches: the first ref
+    holding it."""
+    refs = subprocess.run(["git", "-C", str(MIRROR), "for-each-ref", "--format=%(refname:short)", "refs/heads",
+                           "refs/tags"], capture_output=True, text=True, check=True).stdout.split()
+    seen: dict[str, str] = {}
+    for r in sorted(refs):
+        if not re.match(r"(main$|core_r|core_v|main2dev/)", r):
+            continue
+        b = subprocess.run(["git", "-C", str(MIRROR), "rev-parse", "-q", "--verify", f"{r}:examples/gpt3/gpt_config.yaml"],
+                           capture_output=True, text=True).stdout.strip()
+        if b:
+            seen.setdefault(b, r)
+    return [(r, b) for b, r in seen.items()]
+
+
+def run_yaml_cfg(tmp: Path, verbose: bool) -> collections.Counter:
+    """Each distinct ``--yaml-cfg`` example read by ``load_megatron`` and by its own ref's ``load_yaml`` +
+    ``validate_yaml`` (the tokenizer made ``NullTokenizer`` with ``vocab_size: 32000`` in both: the examples name a
+    SentencePiece model they do not ship; ``CUDA_DEVICE_MAX_CONNECTIONS=1``, the launch environment the examples'
+    TP overlap asks).  Where ``validate_yaml`` reads an argument the example no longer writes (the experimental path
+    trailing the argument list), the file's values over ``parse_args``' defaults go through ``validate_args``."""
+    from primus_launch.adapters.megatron import load_megatron
+    from primus_launch.plan import Cluster
+
+    counts: collections.Counter = collections.Counter()
+    for ref, blob in yaml_cfg_sources():
+        text = subprocess.run(["git", "-C", str(MIRROR), "cat-file", "-p", blob], capture_output=True, text=True,
+                              check=True).stdout
+        text = re.sub(r"^tokenizer_type:.*$", "tokenizer_type: NullTokenizer\nvocab_size: 32000", text, flags=re.M)
+        f = tmp / f"gpt_config-{blob[:10]}.yaml"
+        f.write_text(text)
+        label = f"{ref}:examples/gpt3/gpt_config.yaml ({blob[:10]})"
+        tree = extract_tree(tmp, ref)
+        r = parse_with_megatron(tree, [{"id": "y", "argv": ["--yaml-cfg", str(f)], "world": 8,
+                                        "yaml_cfg": str(f), "env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}}], strict=True).get("y")
+        try:
+            plan, why = load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8)), None
+        except Exception as e:  # noqa: BLE001
+            plan, why = None, str(e)
+        meg_refuses = r is None or r["status"] != "ok"
+        if plan is None:
+            counts["both refuse" if meg_refuses else "refused"] += 1
+            print(f"{'MREF' if meg_refuses else 'REF '} {label}: {why[:200]}")
+            continue
+        if meg_refuses:
+            counts["read, Megatron refuses"] += 1
+            print(f"MEGATRON-REFUSES {label}: {(r or {}).get('msg', 'not parsed')[:200]}")
+            continue
+        diffs = megatron_vs_plan(r["ns"], plan)
+        counts["different" if diffs else "same"] += 1
+        if r.get("fallback"):
+            label += f" [Megatron's {r['fallback']}: compared with parse_args' defaults + the file, validate_args]"
+        print(("DIFF " if diffs else "SAME ") + label +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    return counts
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ref", action="append", default=[], help="Megatron-LM branch / tag (default: main, core_v0.16.1)")
     ap.add_argument("--mirror", action="store_true", help="also the other mirrors' launch scripts")
     ap.add_argument("--mirror-only", action="store_true", help="the other mirrors' launch scripts alone (no --ref)")
     ap.add_argument("--other-ref", default="main", help="the Megatron-LM checkout that parses the other mirrors' scripts")
+    ap.add_argument("--yaml-cfg", action="store_true", help="the --yaml-cfg examples (gpt_config.yaml) of every ref")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lenient", action="store_true", help=argparse.SUPPRESS)
@@ -628,6 +724,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     total: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory(prefix="survey-") as d:
         tmp = Path(d)
+        if a.yaml_cfg:
+            counts = run_yaml_cfg(tmp, a.verbose)
+            print("== --yaml-cfg examples vs their refs' load_yaml + validate_yaml: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            return 0
         sources = [] if a.mirror_only else ref_files(tmp, a.ref or ["main", "core_v0.16.1"])
         if a.mirror or a.mirror_only:
             sources += mirror_files(tmp)

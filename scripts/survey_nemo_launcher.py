@@ -4,6 +4,7 @@ many are read right.
     python scripts/survey_nemo_launcher.py              # launcher_scripts/conf/training/**.yaml of the local mirror
     python scripts/survey_nemo_launcher.py -v           # one line per file
     python scripts/survey_nemo_launcher.py --markdown   # also write docs/recipe-survey.md (its section)
+    python scripts/survey_nemo_launcher.py --all-refs   # every other branch / tag's distinct training YAMLs
 
 The tree is extracted with ``git archive`` into a temporary folder, never into this repository.  Files without a
 top-level ``trainer:`` and ``model:`` (``tp_overlap/ub_cfg_*.yaml`` userbuffers settings, model parts) are not
@@ -186,14 +187,44 @@ def write_markdown(r: dict, head: str) -> Path:
     return write_section("nemo1", "\n".join(body))
 
 
+def _other_refs_files(tmp: Path) -> list[Path]:
+    """Each training YAML blob under ``SUB`` on a branch or tag of the mirror that HEAD does not hold (read18),
+    written to ``tmp/BLOB10/SUB/...`` (its own path kept: the first ref holding it)."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(MIRROR), *a], capture_output=True, text=True, check=True).stdout
+
+    head = {ln.split()[2] for ln in git("ls-tree", "-r", "HEAD", SUB).splitlines()}
+    seen: dict[str, str] = {}
+    for c in sorted(set(git("for-each-ref", "--format=%(objectname)").split())):
+        for ln in git("ls-tree", "-r", c, SUB).splitlines():
+            meta, path = ln.split("\t", 1)
+            blob = meta.split()[2]
+            if path.endswith(".yaml") and blob not in head:
+                seen.setdefault(blob, path)
+    files = []
+    for blob, path in sorted(seen.items(), key=lambda x: x[1]):
+        text = git("cat-file", "-p", blob)
+        if re.search(r"^trainer:", text, re.M) and re.search(r"^model:", text, re.M):
+            f = tmp / blob[:10] / path
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+            files.append(f)
+    return files
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--markdown", action="store_true",
                     help="also write the tables into docs/recipe-survey.md (this script's section)")
+    ap.add_argument("--all-refs", action="store_true",
+                    help="every distinct training YAML of every branch / tag (HEAD's left out), not HEAD's tree")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="survey-nemo-") as td:
         tmp = Path(td)
+        if args.all_refs:
+            survey(tmp, _other_refs_files(tmp), args.verbose)
+            return
         archive = subprocess.run(["git", "-C", str(MIRROR), "archive", "HEAD", SUB], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)

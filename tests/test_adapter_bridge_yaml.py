@@ -285,6 +285,21 @@ def test_other_model_families_are_refused_by_name(tmp_path):
         _load(tmp_path, text)
 
 
+def test_diffusion_transformer_override_is_refused_as_such(tmp_path):
+    # read18: Bridge's WAN example overrides (examples/diffusion/recipes/wan/conf/*.yaml) state num_layers /
+    # hidden_size with no _target_, so they looked like a GPT run config and were refused for a missing
+    # --seq-length / tokenizer; crossattn_emb_size is a WanModelProvider field (diffusion/models/wan/wan_provider.py)
+    text = ("model:\n  crossattn_emb_size: 5120\n  hidden_size: 5120\n  ffn_hidden_size: 13824\n"
+            "  num_attention_heads: 40\n  num_layers: 40\n  tensor_model_parallel_size: 2\n"
+            "train:\n  global_batch_size: 1\n  micro_batch_size: 1\n")
+    with pytest.raises(PlanError, match="model.crossattn_emb_size=5120: .*diffusion transformers"):
+        _load(tmp_path, text)
+    text = FIXTURE.read_text().replace("megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider",
+                                       "megatron.bridge.diffusion.models.wan.wan_provider.WanModelProvider")
+    with pytest.raises(PlanError, match="model._target_=.*WanModelProvider"):
+        _load(tmp_path, text)
+
+
 def test_fp8_fields_and_cuda_graph_enums(tmp_path):
     # MixedPrecisionConfig fields as saved (they win over the model's), cuda_graph_scope as CudaGraphScope enum nodes
     text = FIXTURE.read_text()

@@ -295,3 +295,39 @@ def test_warnings_name_the_configs_keys_as_written(tmp_path):
     got = {(u.flag, u.value) for u in plan.source.unmodelled}
     assert ("model.masked_softmax_fusion", "false") in got
     assert not any(u.flag.startswith("--") for u in plan.source.unmodelled), got
+
+
+def _legacy(method: str, layers: str, mcore: bool = False) -> str:
+    """CONFIG as a 2023 launcher config: NeMo's own ParallelTransformer (no mcore_gpt), selective recompute with
+    ``method`` / ``layers``; PP 2 over 8 layers (4 a stage)."""
+    text = CONFIG.replace("  mcore_gpt: true\n", "  mcore_gpt: true\n" if mcore else "")
+    return text.replace("  activations_checkpoint_method: null", f"  activations_checkpoint_method: {method}") \
+        .replace("  activations_checkpoint_num_layers: null", f"  activations_checkpoint_num_layers: {layers}")
+
+
+def test_selective_with_a_method_as_nemo_reads_it(tmp_path):
+    # read18: 130 launcher configs of 2023 branches (gpt3/126m.yaml ...: selective, block, 0) were refused with
+    # Megatron-LM's validate_args rule (no method with selective).  NeMo v1.20 nlp/modules/common/megatron/
+    # transformer.py ParallelTransformer: block checkpoints core attention where `index < num_layers` (0: none),
+    # uniform in every layer; Megatron-Core TransformerConfig (mcore_gpt) ignores the method under selective and
+    # raises on a recompute_num_layers that is not None.
+    none = load_recipe(_write(tmp_path, _legacy("block", "0")))
+    assert none.training.recompute.granularity == "none"
+    assert any("checkpoints no layer" in n for n in none.source.notes)
+    every = load_recipe(_write(tmp_path, _legacy("uniform", "null"), "u.yaml"))
+    assert every.training.recompute.granularity == "selective" and not every.source.unmodelled
+    assert load_recipe(_write(tmp_path, _legacy("block", "4"), "b4.yaml")).training.recompute.granularity == "selective"
+    part = load_recipe(_write(tmp_path, _legacy("block", "1"), "b1.yaml"))  # 1 of each stage's 4 layers
+    assert part.training.recompute.granularity == "selective"
+    assert [u.flag for u in part.source.unmodelled] == ["model.activations_checkpoint_num_layers"]
+    assert load_recipe(_write(tmp_path, _legacy("block", "null", mcore=True), "m.yaml")).training.recompute \
+        .granularity == "selective"
+    with pytest.raises(PlanError, match="model.activations_checkpoint_num_layers=0: null with"):
+        load_recipe(_write(tmp_path, _legacy("block", "0", mcore=True), "m0.yaml"))
+    # tuned to selective on every layer: the file's block method is rewritten uniform, and reads back so
+    text = _legacy("block", "0")
+    tuned = none.with_changes(training={"recompute": {"granularity": "selective", "method": "uniform",
+                                                      "num_layers": None}}).model_copy(update={"source": none.source})
+    out = render_recipe(tuned, text)
+    assert "  activations_checkpoint_method: uniform" in out
+    assert load_recipe(_write(tmp_path, out, "back.yaml")).training.recompute.granularity == "selective"

@@ -122,7 +122,12 @@ _DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf
            "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
 # model provider classes of families the projection does not model (Bridge models/: t5, falcon_h1 (parallel
 # attention + Mamba in one layer), mimo, *_vl, llava, ...): refused by name
-_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|FalconH1|Whisper|Siglip")
+_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|FalconH1|Whisper|Siglip|WanModel|FluxProvider")
+# fields only Bridge's diffusion transformers have (src/megatron/bridge/diffusion/models/wan/wan_provider.py
+# WanModelProvider's text cross-attention width; diffusion/models/flux FluxProvider's joint / single block counts
+# and CLIP vector width): a file setting one is a WAN / FLUX video / image model's (Bridge's
+# examples/diffusion/recipes/wan/conf/*.yaml state num_layers / hidden_size without a _target_)
+_DIFFUSION_FIELDS = ("crossattn_emb_size", "num_joint_layers", "num_single_layers", "vec_in_dim")
 # hybrid Mamba / attention stacks (Bridge models/hybrid HybridModelProvider, models/mamba MambaModelProvider,
 # models/nemotronh NemotronH / Nemotron 3 providers): read as Megatron-LM's --is-hybrid-model with their pattern
 _HYBRID_FAMILY = re.compile(r"Mamba|Hybrid|NemotronH|Nemotron3|NemotronNano")
@@ -431,6 +436,12 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     if _OTHER_FAMILY.search(cls):
         raise PlanError("model._target_", _target(child_node(root, "model")), "a model family the projection does not "
                         "model (GPT-family decoders only: GPTModelProvider and its subclasses)")
+    msec = _model_section(root)
+    odd = next((k for k in _DIFFUSION_FIELDS if msec is not None and child_node(msec, k) is not None), None)
+    if odd:
+        raise PlanError(f"model.{odd}", node_value(child_node(msec, odd)), "a field of Megatron-Bridge's diffusion "
+                        "transformers (WanModelProvider / FluxProvider: video / image generation), not a GPT-family "
+                        "decoder; not modelled")
     if _HYBRID_FAMILY.search(cls):
         rec.put("is_hybrid_model", True, None)
     for name in ("model", "train", "ddp", "optimizer", "tokenizer", "comm_overlap", "dataset"):

@@ -194,6 +194,40 @@ def _model_fields(rec: NemoRecipe, res: Resolver, unread: list[str]) -> None:
         rec.put(dest, got, v)
 
 
+def _selective_method(rec: NemoRecipe, res: Resolver) -> None:
+    """``activations_checkpoint_method`` / ``_num_layers`` under ``activations_checkpoint_granularity: selective``,
+    as NeMo reads them (not Megatron-LM's ``validate_args``, which refuses a method with selective).
+
+    Without ``mcore_gpt`` (NeMo's own ``ParallelTransformer``, v1.20 ``nlp/modules/common/megatron/transformer.py``:
+    the launcher's 2023 configs): ``uniform`` checkpoints core attention in every layer; ``block`` in the first
+    ``activations_checkpoint_num_layers`` layers of each pipeline stage (``index < num_layers``, so 0 is none).
+    With ``mcore_gpt``: Megatron-Core's ``TransformerConfig`` keeps the method (read only with ``full``:
+    ``transformer_block.py``) and raises on a ``recompute_num_layers`` that is not None under selective.
+    """
+    if rec.args.get("recompute_granularity") != "selective":
+        return
+    method, n = rec.args.get("recompute_method"), rec.args.get("recompute_num_layers")
+    if res.at(("model", "mcore_gpt")):
+        if n is not None:
+            raise PlanError("model.activations_checkpoint_num_layers", n, "null with activations_checkpoint_granularity "
+                            "selective (Megatron-Core TransformerConfig raises otherwise)")
+        rec.args["recompute_method"] = None
+        return
+    if method == "block":
+        layers, pp = rec.args.get("num_layers"), rec.args.get("pipeline_model_parallel_size") or 1
+        if not n:
+            rec.args["recompute_granularity"] = None  # index < 0: no layer checkpoints its attention
+            rec.notes.append("model.activations_checkpoint_granularity=selective with method block and "
+                             f"activations_checkpoint_num_layers={n}: NeMo's ParallelTransformer checkpoints no layer "
+                             "(the first 0 of each stage); read as no recompute")
+        elif isinstance(layers, int) and isinstance(pp, int) and pp > 0 and n < layers // pp:
+            rec.off("model.activations_checkpoint_num_layers", n, "memory, time: selective recompute of the first "
+                    f"{n} layers of each pipeline stage only (NeMo block method); priced on every layer")
+    if method in ("uniform", "block"):
+        rec.args["recompute_method"] = None
+        rec.args["recompute_num_layers"] = None
+
+
 def _architecture(rec: NemoRecipe, res: Resolver) -> None:
     m = rec.sections["model"]
     act = str(res.at(("model", "activation")) or "gelu")
@@ -371,6 +405,7 @@ def from_nemo1_yaml(text: str, path: str) -> NemoRecipe:
     _family(rec, root, res)
     unread: list[str] = []
     _model_fields(rec, res, unread)
+    _selective_method(rec, res)
     _architecture(rec, res)
     _tokenizer(rec, res)
     _precision(rec, res)
@@ -454,6 +489,11 @@ def _scalar(value: Any) -> str:
 
 def _edits(rec: NemoRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     edits: list[ms.Edit] = []
+    if changes.get("recompute_granularity") == "selective" and any(
+            isinstance(n, yaml.ScalarNode) and n.value == "block" for n, _ in rec.nodes.get("recompute_method", [])):
+        # selective over a file's method block would checkpoint only its first num_layers layers per stage
+        # (_selective_method): uniform makes it every layer, as the plan says
+        changes = {**changes, "recompute_method": "uniform"}
     for dest, val in changes.items():
         spec = BY_DEST.get(dest)
         nodes = rec.nodes.get(dest)
