@@ -95,3 +95,23 @@ def test_an_unknown_key_of_a_torchtitan_table_is_refused_naming_its_table(table,
         plan_from_text(_job(table, line))
     msg = str(e.value)
     assert "\n" not in msg and all(w in msg for w in words), msg
+
+
+def test_architecture_given_as_fields_is_not_an_unknown_key():
+    """``[model._arch]``: the architecture given as fields (this reader's own key, ``torchtitan._model_arch``; the
+    memory cases of Llama 2 flavors no torchtitan registry holds use it).  The unknown-key refusal took its fields for
+    misspelt TorchTitan keys and dropped seven TorchTitan memory cases from the validation; truth: the case file."""
+    import json
+    from pathlib import Path
+
+    import tomli_w
+
+    from primus_launch.adapters.torchtitan import plan_from_text
+
+    cases = json.loads((Path(__file__).resolve().parents[1] / "scripts/validation/memory_cases.json").read_text())
+    cases = cases["cases"] if isinstance(cases, dict) else cases
+    case = next(c for c in cases if c["id"] == "titan_perfdoc_llama2_13b_a100_64gpu_fsdp64_lbs2_sacop")
+    plan = plan_from_text(tomli_w.dumps(case["torchtitan_config"]))
+    arch = case["torchtitan_config"]["model"]["_arch"]
+    assert (plan.model.num_layers, plan.model.hidden_size, plan.model.vocab_size) == (
+        arch["num_layers"], arch["hidden_size"], arch["vocab_size"])

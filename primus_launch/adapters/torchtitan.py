@@ -296,8 +296,8 @@ def check_key_typos(job: dict) -> None:
     sections = {p.split(".", 1)[0] for p in known} | set(NEUTRAL_SECTIONS)
     earlier = earlier_names()  # v0.1.0 / v0.2.0 / v0.2.1 fields v0.2.2 dropped: a job of those releases holds them
     for path, value in leaf_paths(job):
-        if path in KEYS or path in JOB_TYPES or path in earlier:
-            continue
+        if path in KEYS or path in JOB_TYPES or path in earlier or path.startswith("model._arch."):
+            continue  # model._arch: the architecture given as fields (this reader's own key, :func:`_model_arch`)
         if key_status(path).status != "unknown" and not (path.split(".", 1)[0] in NEUTRAL_SECTIONS and "." in path):
             continue
         # a key of a neutral table (checkpoint, metrics, lr_scheduler, validation, profiling, job, ...) is judged
