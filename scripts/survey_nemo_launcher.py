@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from primus_launch.adapters.nemo_yaml import _parse, load_nemo1_yaml, render_nemo1_yaml  # noqa: E402
+from primus_launch.adapters.nemo_yaml import _parse, file_key, load_nemo1_yaml, render_nemo1_yaml  # noqa: E402
 from primus_launch.errors import UserError, one_line  # noqa: E402
 from primus_launch.plan import PlanError  # noqa: E402
 from survey_recipes import check_flags  # noqa: E402
@@ -140,7 +140,7 @@ def survey(root: Path, files: list[Path], verbose: bool) -> dict:
             traceback.print_exc()
             continue
         gpt_total += 1
-        problems = check_stated(plan, text) + check_flags(plan, rec, f, text, False)
+        problems = check_stated(plan, text) + check_flags(plan, rec, f, text, False, file_key)
         try:
             problems += check_roundtrip(plan, f, text)
         except Exception as e:

@@ -199,10 +199,14 @@ def written_flags(path: Path, text: str, yaml_like: bool) -> set[str]:
 READ_PAI = frozenset(k for keys in PAI_VOCAB_KEYS for k in keys) | frozenset(pai_patch.KEYS)
 
 
-def check_flags(plan, rec, path: Path, text: str, yaml_like: bool) -> list[str]:
-    """Flags in the reader's own arguments that are neither read, neutral, nor reported."""
+def check_flags(plan, rec, path: Path, text: str, yaml_like: bool, key_of=None) -> list[str]:
+    """Flags in the reader's own arguments that are neither read, neutral, nor reported; ``key_of``: the
+    config's own dotted key of a destination, for readers that name warnings as the file writes them
+    (NeMo: ``nemo_yaml.file_key``)."""
     problems = []
     reported = {u.flag for u in plan.source.unmodelled}
+    if key_of is not None:  # a warning named model.rotary_percentage reports --rotary-percent
+        reported |= {f.flag for k in rec.args if (f := mf.lookup(k)) is not None and key_of(k) in reported}
     notes = " ".join(plan.source.notes)
     for key, val in rec.args.items():
         if key in BY_DEST or key in READ_PAI:

@@ -457,9 +457,15 @@ def _plan(rec: NemoRecipe, cluster: Cluster, name: str, validate: bool = True) -
                             f"tokenizer file nor a known public tokenizer); point it at the tokenizer file{outside}") from None
         spec = BY_FLAG.get(str(e.field))
         if spec is not None and spec.dest in rec.nodes:  # the rule names the file's key, not the Megatron-LM flag
-            sec, key = _HOME.get(spec.dest, ("model", _NEMO_KEY.get(spec.dest, spec.dest)))
-            raise PlanError(f"{'model.' if sec == 'optim' else ''}{sec}.{key}", e.value, e.allowed) from None
+            raise PlanError(file_key(spec.dest), e.value, e.allowed) from None
         raise
+
+
+def file_key(dest: str) -> str:
+    """The NeMo 1.0 config's dotted key of a Megatron-LM destination, where this reader looks for it
+    (``rotary_percent`` -> ``model.rotary_percentage``; the optimizer's under ``model.optim``)."""
+    sec, key = _HOME.get(dest, ("model", _NEMO_KEY.get(dest, dest)))
+    return f"{'model.' if sec == 'optim' else ''}{sec}.{key}"
 
 
 def load_nemo1_yaml(path: str | Path, cluster: Cluster | None = None,
@@ -473,8 +479,7 @@ def load_nemo1_yaml(path: str | Path, cluster: Cluster | None = None,
     for dest, nodes in rec.nodes.items():
         node, inverted = nodes[-1]
         if not inverted and isinstance(node, yaml.ScalarNode):
-            sec, key = _HOME.get(dest, ("model", _NEMO_KEY.get(dest, dest)))
-            spelled[dest] = (f"{'model.' if sec == 'optim' else ''}{sec}.{key}", node_value(node))
+            spelled[dest] = (file_key(dest), node_value(node))
     src = plan.source  # user15: '--no-masked-softmax-fusion=true' for the file's model.masked_softmax_fusion: false
     return plan.model_copy(update={"source": src.model_copy(update={
         "unmodelled": warnings_as_keys(list(src.unmodelled), spelled)})})
