@@ -124,7 +124,11 @@ def test_not_an_experiment_names_what_is_missing(primus):
 # ----------------------------------------------------------------------------- vocabulary table
 @pytest.mark.parametrize("name,vocab", [("THUDM/glm-4-9b", 151552), ("zai-org/GLM-4.5-Air", 151552),
                                         ("MiniMaxAI/MiniMax-M2.5", 200064), ("zai-org/GLM-5", None),
-                                        ("LiquidAI/LFM2-8B-A1B", None)])
+                                        ("LiquidAI/LFM2-8B-A1B", None),
+                                        # read18: NeMo launcher configs naming these ids were refused (config.json)
+                                        ("bigcode/starcoder2-tokenizer", 49152), ("tiiuae/falcon-7b", 65024),
+                                        ("THUDM/chatglm2-6b", 65024), ("THUDM/chatglm3-6b", 65024),
+                                        ("THUDM/chatglm-6b", None)])
 def test_public_tokenizer_table(name, vocab):
     hit = table_vocab(name)
     assert (hit[0] if hit else None) == vocab

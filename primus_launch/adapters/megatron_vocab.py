@@ -48,6 +48,9 @@ PUBLIC_TOKENIZERS: tuple[tuple[str, int, str], ...] = (
     (r"(^|/)gpt2($|[-/])|openai-community/gpt2", 50257, "openai-community/gpt2 config.json vocab_size"),
     (r"(^|/)glm-4-9b|(^|/)glm-4\.5", 151552, "THUDM/glm-4-9b config.json padded_vocab_size (zai-org/GLM-4.5 and "
                                               "-Air vocab_size the same)"),
+    (r"starcoder2", 49152, "bigcode/starcoder2-15b (and -3b / -7b, bigcode/starcoder2-tokenizer) config.json vocab_size"),
+    (r"(^|/)falcon-(7b|40b|180b)", 65024, "tiiuae/falcon-7b (and -40b / -180B) config.json vocab_size"),
+    (r"(^|/)chatglm[23]-6b", 65024, "THUDM/chatglm2-6b (and chatglm3-6b) config.json padded_vocab_size"),
     (r"minimax-m2", 200064, "MiniMaxAI/MiniMax-M2 config.json vocab_size (M2.5 / M2.7: the same MiniMaxM2ForCausalLM)"),
 )
 
