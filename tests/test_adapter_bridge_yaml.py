@@ -384,3 +384,17 @@ def test_tuned_mxfp8_param_gather_sets_the_grad_buffer_reuse(tmp_path):
         mp = yaml.safe_load(out)["mixed_precision"]
         assert mp == "bf16_with_mxfp8_mixed" if isinstance(mp, str) else (
             mp["fp8_recipe"], mp["fp8_param_gather"], mp["reuse_grad_buf_for_mxfp8_param_ag"]) == ("mxfp8", True, True)
+
+
+@pytest.mark.parametrize("recipe_name", [None, "bf16_mixed"])
+def test_tuned_fp8_with_megatrons_default_recipe_is_written_as_delayed(tmp_path, recipe_name):
+    # the tuner's Megatron FP8 candidate names no scaling recipe (None: Megatron-LM's default, delayed; tuner/rules.py
+    # fp8_recipes); Bridge's MixedPrecisionConfig always names one (default tensorwise), so it is written as delayed
+    # (was: 'cannot express training.fp8_recipe', nothing written)
+    text = FIXTURE.read_text() if recipe_name is None else _with_recipe_name(FIXTURE.read_text(), recipe_name)
+    plan = load_recipe(FIXTURE, CLUSTER) if recipe_name is None else _load(tmp_path, text)
+    out = render_recipe(_tuned(plan, precision="fp8", fp8_recipe=None, fp8_param_gather=True), text)
+    back = _load(tmp_path, out, "tuned.yaml")
+    assert (back.training.precision, back.training.fp8_recipe, back.training.fp8_param_gather) == ("fp8", "delayed", True)
+    mp = yaml.safe_load(out)["mixed_precision"]
+    assert mp == "bf16_with_fp8_delayed_scaling_mixed" if recipe_name else mp["fp8_recipe"] == "delayed"

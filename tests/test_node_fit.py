@@ -152,3 +152,24 @@ def test_megatron_yaml_on_the_default_node_is_marked_fitted(tmp_path):
     assert s.fits_from_nodes is None
     assert [t.nodes for t in s.tried if t.skipped] == [16, 32, 64, 128, 256, 512]   # dp 128 .. 4096 > 64
     assert all("global-batch-size" in t.skipped for t in s.tried if t.skipped)   # named as the YAML reads
+
+
+def test_bisection_searches_below_a_run_of_skipped_counts():
+    """Between 8 (does not fit) and 16 (fits) only 10 is legal (say a global batch of 640 at dp = nodes): the
+    midpoints 12..15 are skipped, and the answer is 10, not 16 said exact (the counts below 12 are searched)."""
+    plan = plan_from_text(TOML)
+    base = project(plan)
+    legal = {1, 2, 4, 8, 10, 16, 32, 64, 128, 256, 512}
+
+    def replan(n: int):
+        if n not in legal:
+            raise PlanError("training.global_batch_size", 640, f"must be a multiple of dp = {n}")
+        return plan.with_changes(cluster={"num_nodes": n}, training={"global_batch_size": 8 * n})
+
+    def fake_project(p):  # fits from 10 nodes on
+        m = base.memory.model_copy(update={"verdict": "fits" if p.cluster.num_nodes >= 10 else "does not fit"})
+        return base.model_copy(update={"memory": m})
+
+    s = search_nodes(plan, base, fake_project, replan)
+    assert s.fits_from_nodes == 10 and s.exact
+    assert {12, 13, 14, 15} <= {t.nodes for t in s.tried if t.skipped}

@@ -35,7 +35,7 @@ GOOD = [
     "--lr-scheduler.warmup-steps 100", "--lr_scheduler.decay_type cosine", "--lr-scheduler.total-steps None",
     "--checkpoint.enable", "--checkpoint.no-enable", "--checkpoint.interval 500", "--checkpoint.async-mode async",
     "--checkpoint.exclude-from-loading dataloader,lr_scheduler", "--checkpoint.keep-latest-k 0",
-    "--checkpoint.initial-load-path /ckpt/step-10", "--metrics.log-freq 5", "--metrics.enable-wandb",
+    "--checkpoint.initial-load-path /ckpt/step-10", "--checkpoint.initial-load-path=", "--metrics.log-freq 5", "--metrics.enable-wandb",
     "--metrics.save-tb-folder=", "--validator.enable --validator.freq 100", "--validator.steps -1",
     "--validator.dataloader.num-workers 2", "--validator.dataloader.no-pin-memory", "--comm.init-timeout-seconds 600",
     "--profiler.enable-profiling --profiler.profile-freq 10", "--dump-folder /tmp/out", "--dump_folder=/tmp/out",

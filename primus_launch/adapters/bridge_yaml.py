@@ -706,8 +706,12 @@ def _unaliased(text: str, path: str, dests: list[str]) -> str:
 
 def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
-    result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
+    result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express.  FP8 with no
+    scaling recipe named (the plan's None: Megatron-LM's default, delayed; the tuner's FP8 candidate) is written as
+    ``delayed``: Bridge's MixedPrecisionConfig always names one (its default tensorwise), so it reads back by name."""
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
+    if plan.training.precision == "fp8" and plan.training.fp8_recipe is None:
+        plan = plan.model_copy(update={"training": plan.training.model_copy(update={"fp8_recipe": "delayed"})})
     p = plan.parallel
 
     def edits_of(out: str) -> list[ms.Edit]:

@@ -7,7 +7,7 @@ tyro 1.0.17 over torchtitan 0.3.0, checked on the CPU with ``ConfigManager.parse
 
 - ``components/checkpointer/base.py`` ``BaseCheckpointManager.Config.__post_init__``: ``folder`` not
   blank, ``interval >= 1``, ``keep_latest_k`` neither negative nor 1 (the last replica may still be
-  saving), ``model`` not in ``exclude_from_loading``, ``initial_load_path`` absolute or a remote URI;
+  saving), ``model`` not in ``exclude_from_loading``, ``initial_load_path`` absolute or a remote URI where given (an empty one is none);
 - ``components/validate.py`` ``Validator.Config.__post_init__``: ``steps > 0`` or ``-1``.
 
 Rules that tie two fields together (``initial_load_in_hf`` requires ``initial_load_model_only``, ...)
@@ -32,8 +32,8 @@ RULES: dict[str, Callable[[Any], Optional[str]]] = {
                                           "0 (keep all) or at least 2 (the last one may still be saving)"),
     "checkpoint.exclude_from_loading": lambda v: "the names of states other than 'model'" if isinstance(
         v, list) and "model" in v else None,
-    "checkpoint.initial_load_path": lambda v: None if not isinstance(v, str) or v.strip().startswith("/") or
-    "://" in v else "an absolute path or a remote URI (e.g. gs://...)",
+    "checkpoint.initial_load_path": lambda v: None if not isinstance(v, str) or not v or v.strip().startswith("/")
+    or "://" in v else "an absolute path or a remote URI (e.g. gs://...)",   # '' is no path (``if self.initial_load_path``)
     "validator.steps": _int_rule(lambda v: v > 0 or v == -1, "a positive number of steps, or -1 (the whole set)"),
 }
 

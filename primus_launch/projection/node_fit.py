@@ -16,7 +16,8 @@ is skipped, and said so in :attr:`NodeTry.skipped`.
 
 Search (peak memory per GPU does not grow with the node count: FSDP / distributed-optimizer shards and the
 micro-batches in flight per data-parallel rank only shrink): double from the projected count up to
-``max_gpus`` GPUs until a count fits, then bisect between the last count that did not and the first that did
+``max_gpus`` GPUs until a count fits, then bisect between the last count that did not and the first that did (a run of
+skipped counts above a midpoint sends the search below it)
 (only the doubled counts are tried before a fit: a recipe whose global batch allows 3 or 6 nodes but not 8 is
 answered "none of the counts tried", with the skipped counts named);
 at most ``max_projections`` projections (doubling 1 -> 512 nodes is 9, bisecting the last octave 8 more), past
@@ -83,21 +84,22 @@ def search_nodes(plan: Plan, result: ProjectionResult, project: Project, replan:
             lo = n
     exact = True
     if hi is not None:
-        while hi - lo > 1:   # bisect; a skipped midpoint: the next legal count above it, below hi
+        top = hi   # the counts left to try: lo < n < top (none in [top, hi) is legal)
+        while top - lo > 1:   # bisect; a skipped midpoint: the next legal count above it, below top
             if budget[0] <= 0:
                 exact = False
                 break
-            mid = (lo + hi) // 2
-            t = at(mid)
-            while t.skipped is not None and mid + 1 < hi:
-                mid += 1
-                t = at(mid)
-            if t.skipped is not None:   # no legal count between lo and hi
-                break
-            if t.verdict == "fits":
-                hi = mid
+            mid = (lo + top) // 2
+            m, t = mid, at(mid)
+            while t.skipped is not None and m + 1 < top:
+                m += 1
+                t = at(m)
+            if t.skipped is not None:   # no legal count in [mid, top): search below mid
+                top = mid
+            elif t.verdict == "fits":
+                hi = top = m
             else:
-                lo = mid
+                lo = m
     tight = [t.nodes for t in tries.values() if t.verdict == "tight" and (hi is None or t.nodes < hi)]
     return NodeSearch(from_nodes=n0, gpus_per_node=gpn, fits_from_nodes=hi, tight_from_nodes=min(tight, default=None),
                       exact=exact, max_nodes=max_nodes, tried=sorted(tries.values(), key=lambda t: t.nodes))

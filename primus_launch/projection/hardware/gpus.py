@@ -358,8 +358,9 @@ def check_precision(name: str, precision: str, fp8_recipe: Optional[str] = None,
     tensor cores (``peak_flops_fp8`` equal to its BF16 peak: A100).  Such a plan was priced at the BF16
     rate, its MFU taken against an "FP8 dense peak" equal to the BF16 one, while the run does not start
     (Transformer Engine's ``check_fp8_support`` needs compute capability >= 8.9; ``fp8_autocast``
-    asserts it; torchao's float8 needs ``torch._scaled_mm``, the same).  Unknown GPUs raise as
-    :func:`get_gpu`."""
+    asserts it; torchao's float8 needs ``torch._scaled_mm``, the same).  Also MXFP8 (``fp8_recipe`` mxfp8) and
+    FP4 (NVFP4) on a GPU of :data:`NO_MX_ARCHES` (no MX block-scaled formats: before Blackwell / CDNA4), refused
+    naming ``training.fp8_recipe`` / ``training.precision``.  Unknown GPUs raise as :func:`get_gpu`."""
     spec = get_gpu(name)
     if precision in ("fp8", "fp4") and not has_fp8(spec):
         raise PlanError("training.precision", precision,
