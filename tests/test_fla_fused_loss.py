@@ -262,3 +262,17 @@ def test_a_launch_script_exports_it_and_this_process_does_not(tmp_path, monkeypa
     assert _loss(load_recipe(run)) == ("fla_linear", 32)
     monkeypatch.setenv("PRIMUS_FUSED_CE", "1")
     assert _loss(load_recipe(exp)) == ("framework", 1)
+
+
+def test_quoted_mode_in_the_yaml_is_refused():
+    """review12: ``fused_ce_mode: "1"`` (quoted) was read as no fused loss; Primus compares the knob with the numbers
+    1 / 2 (``mamba_fused_ce_patches.py``), so a quoted mode is refused in one line rather than guessed."""
+    import pytest
+
+    from primus_launch.adapters.primus_fla import fla_loss
+    from primus_launch.plan import PlanError
+
+    with pytest.raises(PlanError) as e:
+        fla_loss({"fused_ce_mode": "1"}, {}, True)
+    assert e.value.field == "fused_ce_mode" and "unquoted" in str(e.value)
+    assert fla_loss({"fused_ce_mode": 1}, {}, True)[0] == "fla_linear"

@@ -296,3 +296,29 @@ def test_primus_hybrid_stack_spec_reads_primus_allocation(tmp_path):
         with pytest.raises(PlanError) as e:
             plan(stack)
         assert e.value.field == "spec" and "not modelled" in str(e.value)
+
+
+@pytest.mark.parametrize("ratio", ["'0.25'", "1.5", "-0.1", "true"])
+def test_primus_hybrid_stack_ratio_out_of_range_is_one_line(tmp_path, ratio):
+    """review12: a non-numeric ``hybrid_attention_ratio`` ended in a traceback (``float('x')``); the ratio is the
+    attention share of the stack's mixers (``HybridStack.allocate_layers``), so 0..1 (Megatron-LM's own
+    ``--hybrid-attention-ratio`` check: ``0.0 <= ratio <= 1.0``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_adapter_primus import _meg, _tree
+
+    from primus_launch.adapters.primus_yaml import load_primus_yaml
+    from primus_launch.plan import Cluster
+
+    root = _tree(tmp_path)
+    (root / "primus/configs/models/megatron/hylo_1B.yaml").write_text(
+        "extends:\n  - language_model.yaml\nmodel_type: mamba\nis_hybrid_model: true\nswiglu: true\n"
+        "position_embedding_type: none\nnum_layers: 32\nhidden_size: 2048\nffn_hidden_size: 8192\n"
+        f"num_attention_heads: 32\nhybrid_attention_ratio: {ratio}\nmamba_state_dim: 64\nmamba_head_dim: 64\n"
+        "mamba_num_groups: 8\nvocab_size: 128256\n")
+    exp = _meg(root)
+    mod = "primus.backends.megatron.core.models.hybrid.hybrid_mamba_mla_layer_specs"
+    exp.write_text(exp.read_text().replace("    overrides:\n", f"    overrides:\n      spec: ['{mod}', 'hybrid_stack_spec']\n"))
+    with pytest.raises(PlanError) as e:
+        load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
+                         env={"PRIMUS_MODEL": "hylo_1B", "PRIMUS_TP": "1"})
+    assert e.value.field == "hybrid_attention_ratio" and ("from 0 to 1" in str(e.value) or ": a number" in str(e.value))

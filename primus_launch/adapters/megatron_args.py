@@ -535,7 +535,7 @@ def convert(flag: Flag, raw: Any) -> Any:
         raise PlanError(flag.flag, raw, "a boolean")
     if flag.kind in ("int", "float"):
         if isinstance(raw, bool):
-            raise PlanError(flag.flag, raw, f"an {'integer' if flag.kind == 'int' else 'number'}")
+            raise PlanError(flag.flag, raw, 'an integer' if flag.kind == 'int' else 'a number')
         if isinstance(raw, (int, float)) and not (flag.kind == "int" and isinstance(raw, float)):
             return raw
         txt = str(raw).strip().strip("'\"")

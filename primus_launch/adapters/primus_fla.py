@@ -59,7 +59,13 @@ def _knob(cfg: Mapping[str, Any], env: Mapping[str, str], field: str, var: str, 
                                       f"{field}: 0 off, 1 chunked FLA fused linear cross-entropy, 2 FLA fused "
                                       "cross-entropy)") from None
     if cfg.get(field) is not None:
-        return cfg[field], f"{field}: {cfg[field]}"
+        v = cfg[field]
+        if isinstance(v, bool) or not isinstance(v, int):  # "1" quoted: Primus compares with 1 and 2 as numbers
+            from primus_launch.plan import PlanError
+
+            raise PlanError(field, v, "a whole number, unquoted (Primus compares it with the numbers 0 / 1 / 2; "
+                                      "a quoted '1' is no mode)")
+        return v, f"{field}: {v}"
     return default, f"{field} default {default}"
 
 

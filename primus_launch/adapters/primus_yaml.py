@@ -777,7 +777,10 @@ def _primus_hybrid_stack(cfg: dict, args: dict[str, Any]) -> None:
     layers = args.get("num_layers")
     if not isinstance(layers, int) or layers <= 0:
         return
-    pattern = primus_hybrid_stack_pattern(layers, float(cfg.get("hybrid_attention_ratio") or 0.0))
+    ratio = cfg.get("hybrid_attention_ratio") or 0.0
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+        raise PlanError("hybrid_attention_ratio", ratio, "a number from 0 to 1 (the attention share of the mixers)")
+    pattern = primus_hybrid_stack_pattern(layers, float(ratio))
     if len(pattern) != layers:
         raise PlanError("num_layers", layers, f"an even number with spec {name} (Primus's HybridStack builds "
                         f"num_layers // 2 mixer / MLP pairs: {len(pattern)} layers)")
