@@ -394,9 +394,9 @@ def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, ju
 
 def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
     """(job with the overrides applied, the override paths)."""
-    entry, name = _resolve_entry(launch.module, launch.config)
+    entry, _ = _resolve_entry(launch.module, launch.config)
     options = argv_options(entry)
-    check_override_names(launch, options, judge=options is not None or name in snapshot()["configs"])
+    check_override_names(launch, options, judge=options_judged(launch))
     job = job_of(entry)
     paths = []
     if launch.ac_kind is not None:
@@ -416,6 +416,13 @@ def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
     return job, paths
 
 
+def options_judged(launch: TitanLaunch) -> bool:
+    """Whether the launch line's options were judged against an option table (:func:`launch_job`): the
+    config entry carries one, or it is one of the snapshot's own configs."""
+    entry, name = _resolve_entry(launch.module, launch.config)
+    return argv_options(entry) is not None or name in snapshot()["configs"]
+
+
 def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
     """The plan of a torchtitan 0.3 launch line on ``cluster``."""
     from primus_launch.adapters.repeated import repeated_notes
@@ -431,6 +438,10 @@ def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
         raise
     said = repeated_notes(((f"--{o.path}", "false" if o.negated else "true" if o.raw is None else o.raw)
                            for o in launch.overrides), "torchtitan")
+    if launch.overrides and not options_judged(launch):  # review12: the table could not be built, said
+        said.append(f"the options of --module {launch.module} --config {launch.config} were not checked by name or "
+                    "type: torchtitan's parser could not render that config's option table here (its own parser "
+                    "judges them at launch)")
     if said and plan.source is not None:
         plan = plan.model_copy(update={"source": plan.source.model_copy(update={"notes": plan.source.notes + said})})
     return plan
