@@ -80,7 +80,7 @@ def _refused_writing_nothing(tmp_path: Path, files: dict[str, str], argv: list[s
     ("r.yaml", YAML, "  context_parallel_size: 1", "  context_parallel_size: -3", ("--context-parallel-size=-3",)),
     ("r.yaml", YAML, "micro_batch_size: 1", "micro_batch_size: 0", ("--micro-batch-size=0",)),
     ("b.yaml", BRIDGE, "virtual_pipeline_model_parallel_size: 2", "virtual_pipeline_model_parallel_size: 0",
-     ("--num-virtual-stages-per-pipeline-rank=0",)),
+     ("model.virtual_pipeline_model_parallel_size=0",)),
     ("b.yaml", BRIDGE, "expert_tensor_parallel_size: 1", "expert_tensor_parallel_size: 0",
      ("model.expert_tensor_parallel_size=0",)),
     ("r.toml", TOML, 'selective_ac_option = "op"', 'selective_ac_option = "99999999999"',

@@ -588,11 +588,18 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
     return plan.model_copy(update={"source": src.model_copy(update={"unmodelled": unmodelled, "notes": notes})})
 
 
+#: Megatron-LM destinations one Bridge field sets under another name: the plan's virtual stages are named by
+#: ``--num-virtual-stages-per-pipeline-rank``, which ``validate_args`` copies into
+#: ``virtual_pipeline_model_parallel_size`` (the field Bridge's model config holds)
+_SAME_DEST = {"num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size"}
+
+
 def _bridge_keys(text: str, spelled: Mapping[str, tuple[str, Any]]) -> str:
     """``text`` with each Megatron-LM flag (``--manual-gc``) whose value the config gave spelled as the config's
     ``section.key`` (``train.manual_gc``): a Bridge user's warnings, notes and errors named Megatron-LM's flags."""
     def key(m: re.Match) -> str:
         dest = flag_dest(m.group(0))
+        dest = _SAME_DEST.get(dest, dest) if dest not in spelled else dest
         return spelled[dest][0] if dest in spelled else m.group(0)
 
     return re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", key, text)
