@@ -147,11 +147,11 @@ def _project(a: argparse.Namespace, plan: Plan, command: Sequence[str] = ()):
     with the fewest nodes the same recipe fits on (:mod:`projection.node_fit`: the recipe re-read with
     ``--nodes N``, as the framework would run the same file on N nodes)."""
     from primus_launch.projection.api import project
-    from primus_launch.projection.node_fit import wants_search, with_node_search
+    from primus_launch.projection.node_fit import with_node_search
 
     result = project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                      measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
-    if not a.dry_run or not wants_search(plan, result):
+    if not a.dry_run:
         return result
 
     def replan(n: int) -> Plan:

@@ -392,11 +392,19 @@ def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, ju
                                     f"options); {hint}")
 
 
-def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
-    """(job with the overrides applied, the override paths)."""
-    entry, _ = _resolve_entry(launch.module, launch.config)
+def resolved_entry(launch: TitanLaunch) -> tuple[dict, bool]:
+    """(config entry of the line's ``--module`` / ``--config``, whether its options are judged against an
+    option table: the entry carries one, or it is one of the snapshot's own configs)."""
+    entry, name = _resolve_entry(launch.module, launch.config)
+    return entry, argv_options(entry) is not None or name in snapshot()["configs"]
+
+
+def launch_job(launch: TitanLaunch, resolved: Optional[tuple[dict, bool]] = None) -> tuple[dict, list[str]]:
+    """(job with the overrides applied, the override paths); ``resolved``: :func:`resolved_entry` of ``launch``
+    where the caller has it."""
+    entry, judged = resolved or resolved_entry(launch)
     options = argv_options(entry)
-    check_override_names(launch, options, judge=options_judged(launch))
+    check_override_names(launch, options, judge=judged)
     job = job_of(entry)
     paths = []
     if launch.ac_kind is not None:
@@ -416,19 +424,13 @@ def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
     return job, paths
 
 
-def options_judged(launch: TitanLaunch) -> bool:
-    """Whether the launch line's options were judged against an option table (:func:`launch_job`): the
-    config entry carries one, or it is one of the snapshot's own configs."""
-    entry, name = _resolve_entry(launch.module, launch.config)
-    return argv_options(entry) is not None or name in snapshot()["configs"]
-
-
 def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
     """The plan of a torchtitan 0.3 launch line on ``cluster``."""
     from primus_launch.adapters.repeated import repeated_notes
 
     launch = parse_launch(argv)
-    job, paths = launch_job(launch)
+    resolved = resolved_entry(launch)
+    job, paths = launch_job(launch, resolved)
     try:
         plan = plan_from_job(job, cluster, fmt="torchtitan-argv", set_paths=paths, flag=lambda p: f"--{p}",
                              version="0.3")
@@ -438,7 +440,7 @@ def plan_from_launch(argv: list[str], cluster: Cluster) -> Plan:
         raise
     said = repeated_notes(((f"--{o.path}", "false" if o.negated else "true" if o.raw is None else o.raw)
                            for o in launch.overrides), "torchtitan")
-    if launch.overrides and not options_judged(launch):  # review12: the table could not be built, said
+    if launch.overrides and not resolved[1]:  # review12: the option table could not be built, said
         said.append(f"the options of --module {launch.module} --config {launch.config} were not checked by name or "
                     "type: torchtitan's parser could not render that config's option table here (its own parser "
                     "judges them at launch)")

@@ -38,9 +38,10 @@ Replan = Callable[[int], Plan]
 Project = Callable[[Plan], ProjectionResult]
 
 
-def _largest(m: MemoryReport) -> Optional[str]:
-    """The largest term of ``m``'s breakdown (what more nodes would have to shrink)."""
-    return max(m.breakdown, key=lambda k: m.breakdown[k]) if m.breakdown else None
+def _tried(n: int, m: MemoryReport) -> NodeTry:
+    """The try at ``n`` nodes projected to ``m``, with its largest term (what more nodes would have to shrink)."""
+    largest = max(m.breakdown, key=lambda k: m.breakdown[k]) if m.breakdown else None
+    return NodeTry(nodes=n, verdict=m.verdict, peak_bytes=m.verdict_peak_bytes, largest_term=largest)
 
 
 def wants_search(plan: Plan, result: ProjectionResult) -> bool:
@@ -55,9 +56,7 @@ def search_nodes(plan: Plan, result: ProjectionResult, project: Project, replan:
     ``project``: the projection of a plan (the caller's options: margin, memory basis)."""
     gpn, n0 = plan.cluster.gpus_per_node, plan.cluster.num_nodes
     max_nodes = max(n0, max_gpus // gpn)
-    tries: dict[int, NodeTry] = {n0: NodeTry(nodes=n0, verdict=result.memory.verdict,
-                                             peak_bytes=result.memory.verdict_peak_bytes,
-                                             largest_term=_largest(result.memory))}
+    tries: dict[int, NodeTry] = {n0: _tried(n0, result.memory)}
     budget = [max_projections]
 
     def at(n: int) -> NodeTry:
@@ -69,8 +68,7 @@ def search_nodes(plan: Plan, result: ProjectionResult, project: Project, replan:
             tries[n] = NodeTry(nodes=n, skipped=one_line(e))
             return tries[n]
         budget[0] -= 1
-        m = project(p).memory
-        tries[n] = NodeTry(nodes=n, verdict=m.verdict, peak_bytes=m.verdict_peak_bytes, largest_term=_largest(m))
+        tries[n] = _tried(n, project(p).memory)
         return tries[n]
 
     lo, hi = n0, None   # lo: the largest count known not to fit (or the start); hi: the fewest known to fit
