@@ -17,6 +17,7 @@ integers are 64-bit (they reach torch: seeds, step counters).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Union
 
@@ -80,14 +81,29 @@ HAND_TYPES: dict[str, Kind] = {
     **_tbl("debug", seed=_I, deterministic=_B, deterministic_warn_only=_B, moe_force_load_balance=_B),
 }
 
-def optional_keys() -> frozenset[str]:
-    """The keys v0.2.2 types ``X | None`` (its parser takes the word ``None`` for them on a command line)."""
+@functools.lru_cache(maxsize=1)
+def job_data() -> dict[str, Any]:
+    """``primus_launch/data/torchtitan-0.2.2-job.json`` (built from torchtitan v0.2.2's ``JobConfig`` dataclasses
+    by ``scripts/build_titan_job_types.py``: ``types``, ``earlier_names``), read once."""
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
-    return frozenset(k for k, v in json.loads(path.read_text())["types"].items()
-                     if isinstance(v, str) and v.startswith("opt:"))
+    return json.loads((Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json").read_text())
+
+
+def job_get(job: dict, path: str, default: Any = None) -> Any:
+    """The value at the dotted ``path`` of a TorchTitan job (nested tables), ``default`` when absent."""
+    cur: Any = job
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return default
+        cur = cur[part]
+    return cur
+
+
+def optional_keys() -> frozenset[str]:
+    """The keys v0.2.2 types ``X | None`` (its parser takes the word ``None`` for them on a command line)."""
+    return frozenset(k for k, v in job_data()["types"].items() if isinstance(v, str) and v.startswith("opt:"))
 
 
 def _generated() -> dict[str, Kind]:
@@ -95,12 +111,8 @@ def _generated() -> dict[str, Kind]:
     ``JobConfig`` dataclasses by ``scripts/build_titan_job_types.py``), for the keys the reader does not map into
     the plan itself (a mapped key is checked where it is read, with the versions it accepts).  ``X | None`` is
     read as ``X`` (a TOML cannot write None); a union the table calls ``other`` is not judged."""
-    import json
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
     out: dict[str, Kind] = {}
-    for key, kind in json.loads(path.read_text())["types"].items():
+    for key, kind in job_data()["types"].items():
         if isinstance(kind, list):
             out[key] = tuple(kind)
         elif isinstance(kind, str) and kind != "other":

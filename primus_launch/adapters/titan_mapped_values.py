@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from primus_launch.adapters.titan_job_types import Kind, type_problem
+from primus_launch.adapters.titan_job_types import Kind, job_data, job_get, type_problem
 from primus_launch.plan import PlanError
 
 _FP8_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
@@ -58,15 +58,6 @@ MAPPED_TYPES: dict[str, Kind] = {
 _STRS_OR_STR = ("quantize.grouped_mm.float8.fqns", "quantize.grouped_mm.mx.fqns")
 
 
-def _get(job: dict, path: str) -> Any:
-    cur: Any = job
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
 def _problem(job: dict, path: str, v: Any) -> Optional[str]:
     """What TorchTitan allows for the mapped key ``path`` when ``v`` breaks it, else None."""
     if path in MAPPED_TYPES:
@@ -74,7 +65,7 @@ def _problem(job: dict, path: str, v: Any) -> Optional[str]:
         if why:
             return 'a list of converter names (e.g. ["quantize.linear.float8"])' if path == "model.converters" else why
     if path == "model.converters":
-        if _get(job, "experimental.custom_import"):
+        if job_get(job, "experimental.custom_import"):
             return None
         bad = [c for c in v if c not in CONVERTERS]
         return f"converter names torchtitan registers ({', '.join(CONVERTERS[:6])})" if bad else None
@@ -93,7 +84,7 @@ def check_mapped_values(job: dict) -> None:
     """Raise the one-line :class:`PlanError` (``table.key=value: what is allowed``) for the first key the reader
     maps into the plan whose value TorchTitan does not allow (see the module docstring); absent keys pass."""
     for path in (*MAPPED_TYPES, *_STRS_OR_STR, "parallelism.module_fqns_per_model_part"):
-        v = _get(job, path)
+        v = job_get(job, path)
         if v is None:
             continue
         why = _problem(job, path, v)
@@ -105,11 +96,7 @@ def earlier_names() -> frozenset[str]:
     """The keys of torchtitan v0.1.0 / v0.2.0 / v0.2.1's ``JobConfig`` that v0.2.2's does not hold
     (``primus_launch/data/torchtitan-0.2.2-job.json`` ``earlier_names``, built by ``scripts/build_titan_job_types.py``):
     a job of those releases may set them (``[checkpoint] last_save_model_weights_only``, ``[job] print_args``)."""
-    import json
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "data" / "torchtitan-0.2.2-job.json"
-    return frozenset(json.loads(path.read_text()).get("earlier_names", ()))
+    return frozenset(job_data().get("earlier_names", ()))
 
 
 def unknown_key_table(path: str, known: "set[str] | frozenset[str]") -> str:

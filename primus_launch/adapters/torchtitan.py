@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 from pydantic import ValidationError
 
-from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, type_problem
+from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, job_get, type_problem
 from primus_launch.adapters.titan_mapped_values import check_mapped_values, earlier_names, unknown_key_table
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.plan.torchtitan_split import (
@@ -357,16 +357,6 @@ def unmodelled_of(job: dict, paths: Iterable[str], flag: Callable[[str], str] = 
 
 # ---------------------------------------------------------------- typed access to the job
 _MISSING = object()
-
-
-def job_get(job: dict, path: str, default: Any = None) -> Any:
-    """The value at the dotted ``path`` of a TorchTitan job (nested tables), ``default`` when absent."""
-    cur: Any = job
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return default
-        cur = cur[part]
-    return cur
 
 
 def _tbl(data: dict, name: str) -> dict:
