@@ -43,7 +43,9 @@ def test_uneven_pipeline_layout():
 
 @pytest.mark.parametrize("kw, field, value", [
     (dict(tp=3), "parallel", "tp*cp*pp=3"),
-    (dict(tp=16, nodes=16), "parallel.tp", 16),              # 8 KV groups
+    # 12 KV groups: TP 8 neither divides them nor is a multiple (megatron-core >= 0.16.0 accepts both,
+    # TransformerConfig.__post_init__; TP 16 over LLAMA70's 8 groups is legal: tests/test_qkv_subsharding.py)
+    (dict(model=dict(LLAMA70, num_attention_heads=48, num_query_groups=12, head_dim=128), tp=8), "parallel.tp", 8),
     (dict(tp=8, pp=3, nodes=3), "parallel.pp", 3),             # 80 layers
     (dict(tp=8, pp=4, vpp=3, nodes=4, training={"pipeline_schedule": "interleaved_1f1b"}), "parallel.pp", 4),
     (dict(tp=8, training={"global_batch_size": 100}), "training.global_batch_size", 100),

@@ -93,8 +93,15 @@ def _shape_problems(plan: PlanSections) -> list[Problem]:
     # --- model shape vs TP / CP
     if m.num_attention_heads % p.tp:
         out.append(("parallel.tp", p.tp, f"must divide num_attention_heads={m.num_attention_heads}"))
+    # megatron-core >= 0.16.0 (f7dfb99795, 'Support TP greater than num_kv_heads by supporting QKV activation
+    # sub-sharding'; TransformerConfig.__post_init__: "num_query_groups ... must be a multiple or divisor of
+    # tensor_model_parallel_size"): TP may also be a multiple of the query groups; torchtitan shards wk / wv by
+    # whole KV heads, so there the groups must stay a multiple of TP
     if not m.multi_latent_attention and m.kv_heads % p.tp:
-        out.append(("parallel.tp", p.tp, f"must divide num_query_groups={m.kv_heads}"))
+        if plan.framework != "megatron":
+            out.append(("parallel.tp", p.tp, f"must divide num_query_groups={m.kv_heads}"))
+        elif p.tp % m.kv_heads:
+            out.append(("parallel.tp", p.tp, f"must divide num_query_groups={m.kv_heads} or be a multiple of it"))
     if m.ffn_hidden_size % p.tp:
         out.append(("parallel.tp", p.tp, f"must divide ffn_hidden_size={m.ffn_hidden_size}"))
     if p.sequence_parallel and p.tp == 1:

@@ -1818,6 +1818,340 @@ CASES += [
          pair=None),
 ]
 
+# ---------------------------------------------------------------- round 33 (branch oom17): Bridge model verification cards
+# NVIDIA-NeMo/Megatron-Bridge examples/model_verification_cards/<model>/card.yaml (mirror HEAD 067f987df, 2026-08-22):
+# agent-readable records of bounded runs, each with its command (recipe name + overrides), the Bridge commit it ran at,
+# the layout it resolved and, for some, the peak memory Bridge's training_log printed.  Read after the model was frozen;
+# flags = the named recipe function at the item's commit (src/megatron/bridge/recipes/...), written as Megatron-LM flags
+# on a current_runs row of the same model (the model flags) with the recipe's edits.  Items used: the 'verified' training
+# items of supported families whose recipe function exists at the stated commit (cards of refused or unmodelled
+# families -- Gemma 4, GLM 5, Step 3.5, DeepSeek-V4, Qwen3.8 VL, Nemotron 3.5, Kimi K3 / MiniMax M3 -- are left out).
+_CARDS = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df/examples/model_verification_cards/{}/card.yaml"
+
+
+def _card_src(model: str, item: str, commit: str, date: str) -> dict:
+    return dict(ref=(f"NVIDIA-NeMo/Megatron-Bridge examples/model_verification_cards/{model}/card.yaml (HEAD 067f987df), "
+                     f"item {item} (bridge_commit {commit}, last_verified {date})"),
+                url=_CARDS.format(model), date=date)
+
+
+# Nemotron 3 Super 120B-A12B on 64 H100 (ffeb5a7ae, 2026-08-03, 'perf(recipe): tune Nemotron 3 Super H100 training'):
+# recipes/nemotronh/h100/nemotron_3_super.py _nemotron_3_super_pretrain_64gpu_h100_bf16_config (= the public
+# nemotron_3_super_pretrain_config) over nemotron_3_super_pretrain_16gpu_h100_bf16_config: TP1 PP2 EP32 ETP1, seq 4096,
+# MBS 1, GBS 1280, flex / HybridEP, capacity factor 1.10 with padding to capacity, no CUDA graph, selective recompute
+# layernorm / moe_act / moe / core_attn, precision-aware distributed optimizer (bf16 main grads and moments, fp16 main
+# params), grads reduced in bf16, no grad-reduce / param-gather overlap, MTP 2 (repeated layer), per-token loss,
+# TE cross-entropy, no manual GC.  The performance leaf (perf_recipes/nemotronh/h100/nemotronh.py
+# nemotron_3_super_pretrain_64gpu_h100_bf16_config) adds forced routing and _benchmark_common (manual GC every 100).
+# Peak: train_utils.training_log prints report_memory() (torch.cuda.memory_stats peaks / 1e9, 5 significant digits,
+# 'memory (GB)') on every data-parallel rank 0 -- one line per pipeline stage -- after the first iterations; the card
+# states one figure per run: read as the max over the two stages, GB = 1e9 B.
+_N3S_EDITS = dict(
+    drop=FP8_FLAGS + ("--cuda-graph-impl", "--cuda-graph-scope", "--te-rng-tracker", "--overlap-grad-reduce",
+                      "--overlap-param-gather", "--moe-router-force-load-balancing",
+                      "--moe-router-padding-for-quantization", "--moe-hybridep-num-sms", "--manual-gc",
+                      "--manual-gc-interval"),
+    set_={"--tensor-model-parallel-size": 1, "--pipeline-model-parallel-size": 2, "--expert-model-parallel-size": 32,
+          "--expert-tensor-parallel-size": 1, "--seq-length": 4096, "--micro-batch-size": 1,
+          "--global-batch-size": 1280, "--moe-expert-capacity-factor": 1.1, "--moe-pad-expert-input-to-capacity": None,
+          "--recompute-granularity": "selective", "--recompute-modules": ["layernorm", "moe_act", "moe", "core_attn"],
+          "--use-precision-aware-optimizer": None, "--main-grads-dtype": "bf16", "--main-params-dtype": "fp16",
+          "--exp-avg-dtype": "bf16", "--exp-avg-sq-dtype": "bf16"})
+_N3S_READ = ("Flags = current_runs row mbridge2608_gb300_fp8_mx_nemotron3_super_64gpu (the same Nemotron 3 Super model "
+             "flags: 88-layer hybrid pattern with MTP 2, LatentMoE 512 experts top-22, latent 1024) with the H100 recipe "
+             "at ffeb5a7ae: BF16 (no FP8 flags), TP1 PP2 EP32 ETP1 (DP 32), seq 4096, MBS 1, GBS 1280, flex HybridEP with "
+             "moe_expert_capacity_factor 1.10 + moe_pad_expert_input_to_capacity, cuda_graph_impl none, selective recompute "
+             "layernorm / moe_act / moe / core_attn, precision-aware optimizer (main grads bf16, main params fp16, moments "
+             "bf16), grad reduce in bf16, overlap_grad_reduce / overlap_param_gather off, TE cross-entropy.  MTP "
+             "mtp_use_repeated_layer (one shared depth) is not a plan field: the projection counts two MTP depths' "
+             "parameters (an over-count of one depth, params.py).  Peak: 'memory (GB)' of training_log (1e9 B), max over "
+             "the two pipeline stages.")
+
+
+def _n3s_peak(gb: float) -> dict:
+    return dict(gib=round(gb * 1e9 / 2**30, 2), basis="allocated", rank="max",
+                how=f"{gb} GB (1e9 B) peak allocated, report_memory of training_log, max over the pipeline stages")
+
+
+_H100 = dict(gpu="H100 80GB", plan_gpu="h100-sxm")
+CASES += [
+    dict(id="mbridge_card_nemotron3_super_h100_64gpu_tp1pp2ep32_pretrain", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=64, gpus_per_node=8), base="mbridge2608_gb300_fp8_mx_nemotron3_super_64gpu",
+         edits=_N3S_EDITS, source=_card_src("nemotron-3-super-120b-a12b", "pretrain.H100", "ffeb5a7ae", "2026-08-03"),
+         quote=("'On exactly 64 H100s, the BF16 support run completes 100 bounded RP2 optimizer steps at "
+                "TP1/PP2/CP1/EP32/ETP1, GBS/MBS 1280/1, natural routing, HybridEP flex dispatch with 1.10x fixed expert "
+                "capacity, eager execution, selective recompute of layernorm, moe_act, moe, and core_attn, no "
+                "optimizer-state CPU offload ... Peak device memory is 58.079 GiB allocated and 70.336 GiB reserved.'"),
+         read=_N3S_READ + " Natural routing (moe_router_force_load_balancing False), manual GC off.",
+         measured_peak=_n3s_peak(58.079), pair="mbridge_card_nemotron3_super_h100_64gpu_tp1pp2ep32_perf"),
+    dict(id="mbridge_card_nemotron3_super_h100_64gpu_tp1pp2ep32_perf", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=64, gpus_per_node=8), base="mbridge2608_gb300_fp8_mx_nemotron3_super_64gpu",
+         edits=dict(drop=tuple(f for f in _N3S_EDITS["drop"] if f not in ("--moe-router-force-load-balancing",
+                                                                          "--manual-gc", "--manual-gc-interval")),
+                    set_=_N3S_EDITS["set_"]),
+         source=_card_src("nemotron-3-super-120b-a12b", "pretrain_performance.H100", "ffeb5a7ae", "2026-08-03"),
+         quote=("'On exactly 64 H100s, the canonical BF16 performance recipe must complete 50 mock-data steps at "
+                "TP1/PP2/CP1/EP32/ETP1, GBS/MBS 1280/1, forced routing, HybridEP flex dispatch with 1.10x fixed expert "
+                "capacity ... Peak device memory is 59.000 GiB allocated and 69.344 GiB reserved'"),
+         read=_N3S_READ + " Performance leaf: forced routing, _benchmark_common's manual GC every 100 steps.",
+         measured_peak=_n3s_peak(59.000), pair="mbridge_card_nemotron3_super_h100_64gpu_tp1pp2ep32_pretrain"),
+]
+
+# Qwen3 8B (HF Qwen/Qwen3-8B: 36 layers, hidden 4096, FFN 12288, 32 heads / 8 KV groups of 128, QK norm, vocab 151936,
+# untied embeddings, RoPE base 1e6) on H100, recipes/qwen/h100/qwen3.py.
+_Q8_MODEL = ["--num-layers 36", "--hidden-size 4096", "--ffn-hidden-size 12288", "--num-attention-heads 32",
+             "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--qk-layernorm",
+             "--normalization RMSNorm", "--norm-epsilon 1e-6", "--swiglu", "--disable-bias-linear",
+             "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--rotary-base 1000000",
+             "--max-position-embeddings 40960", "--vocab-size 151936", "--use-mcore-models",
+             "--transformer-impl transformer_engine", "--bf16", "--attention-dropout 0.0", "--hidden-dropout 0.0",
+             "--use-distributed-optimizer"]
+_Q8_SFT = _Q8_MODEL + ["--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 1",
+                       "--context-parallel-size 1", "--micro-batch-size 1", "--global-batch-size 32",
+                       "--seq-length 2048", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl native"]
+_Q8_READ = ("Model flags from the Qwen3-8B HF config the recipe converts (AutoBridge.from_hf_pretrained('Qwen/Qwen3-8B'): "
+            "36 layers, hidden 4096, FFN 12288, GQA 32 / 8 x 128 with QK norm, vocab 151936, untied, RoPE 1e6). ")
+CASES += [
+    dict(id="mbridge_card_qwen3_8b_h100_16gpu_dp16_pretrain", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8),
+         megatron_flags=_Q8_MODEL + ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1",
+                                     "--context-parallel-size 1", "--micro-batch-size 1", "--global-batch-size 1024",
+                                     "--seq-length 4096", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+                                     "--manual-gc", "--manual-gc-interval 100", "--overlap-grad-reduce",
+                                     "--overlap-param-gather", "--grad-reduce-in-bf16", "--use-precision-aware-optimizer",
+                                     "--main-grads-dtype fp32", "--main-params-dtype fp32", "--exp-avg-dtype fp32",
+                                     "--exp-avg-sq-dtype fp32"],
+         source=_card_src("qwen3-8b", "pretrain.H100", "619cc20bd", "2026-07-21"),
+         quote=("'The uninterrupted 16-GPU bounded RP2 run completes exactly 100 steps at TP1/PP1/CP1, DP16, GBS/MBS "
+                "1024/1, and 64-way gradient accumulation.'"),
+         read=_Q8_READ + ("qwen3_8b_pretrain_16gpu_h100_bf16_config at 619cc20bd over qwen3_8b_pretrain_4gpu_h100_bf16_config: "
+                          "TP1 PP1 CP1 (DP 16), seq 4096, MBS 1, no recompute, no CUDA graph, TE cross-entropy, manual GC, "
+                          "distributed optimizer with both overlaps, precision-aware optimizer with fp32 states, grads "
+                          "reduced in bf16 (grad_reduce_in_fp32 False)."), pair=None),
+    dict(id="mbridge_card_qwen3_8b_h100_4gpu_tp4_sft_2k", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=4, gpus_per_node=4), megatron_flags=list(_Q8_SFT),
+         source=_card_src("qwen3-8b", "sft.H100", "f3ae2767b", "2026-07-19"),
+         quote=("'Full SFT uses DP=1 with 32 gradient-accumulation steps and reaches step 100 with the four recorded "
+                "metrics, finite loss, and no skipped or NaN iterations.'"),
+         read=_Q8_READ + ("qwen3_8b_sft_4gpu_h100_bf16_config at f3ae2767b: TP4 (no sequence parallelism) on 4 GPUs, "
+                          "seq 2048 (packed), MBS 1, GBS 32, no recompute, native fused cross-entropy, distributed "
+                          "optimizer without overlaps, grads reduced in fp32."), pair=None),
+    dict(id="mbridge_card_qwen3_8b_h100_8gpu_tp4cp2_sft_32k", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=8, gpus_per_node=8),
+         megatron_flags=derive(_Q8_SFT, {"--context-parallel-size": 2, "--sequence-parallel": None,
+                                         "--cp-comm-type": "a2a", "--seq-length": 32768, "--global-batch-size": 8,
+                                         "--calculate-per-token-loss": None},
+                               drop=("--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl")),
+         source=_card_src("qwen3-8b", "sft_long_context.H100", "f3ae2767b", "2026-07-20"),
+         quote=("'The immutable-revision 8-GPU run completes exactly 20 Tulu3 SFT steps at sequence length 32768 with "
+                "recipe-owned TP4/PP1/CP2/SP-on, GBS/MBS 8/1, and explicit pad-8 offline packing.'"),
+         read=_Q8_READ + ("qwen3_8b_sft_8gpu_h100_bf16_32k_config at f3ae2767b over the 4-GPU SFT recipe: CP 2 (a2a), "
+                          "sequence parallelism, seq 32768 (packed), GBS 8, cross-entropy fusion off, per-token loss; "
+                          "no recompute."), pair=None),
+]
+
+# Qwen3-30B-A3B on H100 (recipes/qwen/h100/qwen3_moe.py); model flags of the current_runs H100 row.
+_Q30_H100 = "mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu"
+_Q30_SFT_DROP = FP8_FLAGS + ("--moe-router-force-load-balancing", "--moe-flex-dispatcher-backend",
+                             "--moe-hybridep-num-sms", "--grad-reduce-in-bf16", "--moe-router-fusion")
+_Q30_READ = ("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the Qwen3-30B-A3B model flags) with "
+             "the recipe's edits at the item's commit: ")
+CASES += [
+    dict(id="mbridge_card_qwen3_30b_h100_16gpu_ep16_pretrain_bf16", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8), base=_Q30_H100,
+         edits=dict(drop=FP8_FLAGS + ("--moe-router-force-load-balancing",),
+                    set_={"--cuda-graph-impl": "transformer_engine", "--cuda-graph-scope": ["moe_router", "moe_preprocess"],
+                          "--use-precision-aware-optimizer": None}),
+         source=_card_src("qwen3-30b-a3b", "pretrain.H100", "5b9d9cf50", "2026-07-19"),
+         quote=("'On 16x H100, the public alias resolves to the 16-GPU recipe and completes exactly 100 bounded RP2 "
+                "optimizer steps with TP1/PP1/CP1/EP16/ETP1, DP16, SP off, GBS/MBS 1024/1 ... Natural routing, HybridEP, "
+                "and Transformer Engine CUDA graphs for moe_router and moe_preprocess remain active.'"),
+         read=_Q30_READ + ("qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at 5b9d9cf50: BF16, EP16, seq 4096, MBS 1, "
+                           "GBS 1024, no recompute, flex HybridEP (32 SMs), router fusion, natural routing, TE CUDA "
+                           "graphs moe_router / moe_preprocess, precision-aware optimizer with fp32 states, grads reduced "
+                           "in bf16."), pair=None),
+    dict(id="mbridge_card_qwen3_30b_h100_16gpu_ep16_sft_2k", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8), base=_Q30_H100,
+         edits=dict(drop=_Q30_SFT_DROP, set_={"--moe-token-dispatcher-type": "alltoall", "--seq-length": 2048,
+                                              "--global-batch-size": 32, "--moe-router-fusion": None}),
+         source=_card_src("qwen3-30b-a3b", "sft.H100", "619cc20bd", "2026-07-21"),
+         quote=("'The immutable-revision 16-GPU run completes exactly 100 full-SFT steps at TP1/PP1/CP1/EP16/ETP1, DP16, "
+                "SP off, GBS/MBS 32/1, and two-way gradient accumulation with natural routing.'"),
+         read=_Q30_READ + ("qwen3_30b_a3b_sft_16gpu_h100_bf16_config at 619cc20bd over the 8-GPU SFT recipe: BF16, EP16, "
+                           "seq 2048 (packed), MBS 1, GBS 32, alltoall dispatcher, router and permute fusion, grouped GEMM, "
+                           "no recompute, no CUDA graph, TE cross-entropy, distributed optimizer with both overlaps, grads "
+                           "reduced in fp32, average in collective."), pair=None),
+    dict(id="mbridge_card_qwen3_30b_h100_16gpu_tp8cp2ep8_sft_32k_full_recompute", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8), base=_Q30_H100,
+         edits=dict(drop=_Q30_SFT_DROP + ("--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl"),
+                    set_={"--moe-token-dispatcher-type": "alltoall", "--tensor-model-parallel-size": 8,
+                          "--expert-model-parallel-size": 8, "--context-parallel-size": 2, "--sequence-parallel": None,
+                          "--cp-comm-type": "p2p", "--seq-length": 32768, "--global-batch-size": 32,
+                          "--recompute-granularity": "full", "--recompute-method": "uniform",
+                          "--recompute-num-layers": 1}),
+         source=_card_src("qwen3-30b-a3b", "sft_long_context.H100", "f3ae2767b", "2026-07-20"),
+         quote=("'The immutable-revision 16-GPU run completes exactly 20 Tulu3 SFT steps at sequence length 32768 with "
+                "TP8/PP1/CP2/EP8/SP-on, DeepEP, and explicit pad-16 offline packing.' (command: -tp 8 -pp 1 -ep 8 "
+                "--context_parallel_size 2 model.cp_comm_type=p2p model.cross_entropy_loss_fusion=false "
+                "model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1)"),
+         read=_Q30_READ + ("qwen3_30b_a3b_sft_8gpu_h100_bf16_config at f3ae2767b with the card's overrides: TP8 (SP) "
+                           "CP2 (p2p) EP8 ETP1 on 16 GPUs (DP 1, expert-DP 2), seq 32768 (packed), MBS 1, GBS 32, full "
+                           "uniform recompute of every layer, cross-entropy fusion off, distributed optimizer with both "
+                           "overlaps, grads reduced in fp32.  The card names DeepEP (the flex backend the recipe keeps "
+                           "with the alltoall dispatcher type): written as the alltoall dispatcher, whose buffers the "
+                           "plan prices for both."), pair=None),
+]
+
+# Moonlight 16B-A3B, 16 H100 (recipes/moonlight/h100/moonlight_16b.py at 411c6b1dc), on the Moonlight flags of round 24.
+CASES += [
+    dict(id="mbridge_card_moonlight_16b_h100_16gpu_ep8_mbs2_pretrain", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8),
+         megatron_flags=derive(_MOON_FLAGS, {"--tensor-model-parallel-size": 1, "--micro-batch-size": 2,
+                                             "--global-batch-size": 1024, "--moe-token-dispatcher-type": "flex",
+                                             "--moe-flex-dispatcher-backend": "hybridep", "--moe-router-fusion": None,
+                                             "--overlap-moe-expert-parallel-comm": None, "--delay-wgrad-compute": None},
+                               drop=("--sequence-parallel", "--moe-shared-expert-overlap")),
+         source=_card_src("moonlight-16b-a3b", "pretrain.H100", "411c6b1dc", "2026-07-22"),
+         quote=("'The uninterrupted 16-GPU bounded RP2 run completes exactly 100 steps at TP1/PP1/CP1/EP8/ETP1, DP16, "
+                "GBS/MBS 1024/2, and 32-way gradient accumulation with natural MoE routing and the HybridEP flex "
+                "dispatcher.'"),
+         read=("Flags = the Moonlight 16B flags of the round-24 cases (moonlight_16b_pretrain_8gpu_h100_bf16_config) with "
+               "moonlight_16b_pretrain_16gpu_h100_bf16_config at 411c6b1dc: TP1 (no SP), EP8, MBS 2, GBS 1024, flex "
+               "HybridEP, router fusion, no shared-expert overlap, EP communication overlap with delayed wgrad, no "
+               "recompute, precision-aware optimizer (bf16 grads / moments, fp32 main params)."), pair=None),
+]
+
+# Qwen3-30B-A3B, 8 GB200 (recipes/qwen/.../qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_functional_config at 487f56398): the
+# GB200 performance recipe's layout with natural routing and checks on.
+CASES += [
+    dict(id="mbridge_card_qwen3_30b_gb200_8gpu_ep8_mbs4_fp8mx_functional", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GB200 NVL72", plan_gpu="gb200", num_gpus=8, gpus_per_node=4),
+         base="mbridge2604_gb200_fp8_mx_qwen3_30b_a3b_8gpu",
+         edits=dict(drop=("--moe-router-force-load-balancing", "--no-check-for-nan-in-loss-and-grad"),
+                    set_={"--overlap-moe-expert-parallel-comm": None, "--delay-wgrad-compute": None,
+                          "--use-transformer-engine-op-fuser": None, "--moe-mlp-glu-interleave-size": 32}),
+         source=_card_src("qwen3-30b-a3b", "pretrain.GB200", "487f56398", "2026-07-23"),
+         quote=("'On 8x GB200, this support-verification workload completes exactly 100 bounded RP2 optimizer steps with "
+                "TP1/PP1/CP1/EP8/ETP1, DP8, SP off, GBS/MBS 512/4 ... MXFP8 compute, natural routing, HybridEP, "
+                "Transformer Engine CUDA graphs for moe_router and moe_preprocess, communication overlap, functional "
+                "safety checks, and MXFP8 parameter all-gather remain active.'"),
+         read=("Flags = current_runs row mbridge2604_gb200_fp8_mx_qwen3_30b_a3b_8gpu (the same 8-GPU GB200 MXFP8 layout: "
+               "EP8, MBS 4, GBS 512, HybridEP, TE graphs moe_router / moe_preprocess, MXFP8 param gather) with the "
+               "functional recipe at 487f56398: natural routing, NaN checks on, EP overlap with delayed wgrad, TE op "
+               "fuser, GLU interleave 32 (fp8 dot-product attention is not a plan field)."), pair=None),
+]
+
+# GPT-OSS 20B (HF openai/gpt-oss-20b: the 120B's layer shape with 24 layers and 32 experts) on H100,
+# recipes/gpt_oss/h100/gpt_oss.py at 6799f0997 (the card's commit); model flags of the current_runs GPT-OSS H100 row.
+_GOSS_H100 = "mbridge2604_h100_bf16_gpt_oss_120b_64gpu"
+_GOSS_DROP = ("--moe-router-fusion", "--moe-router-force-load-balancing", "--recompute-granularity",
+              "--recompute-modules", "--grad-reduce-in-bf16", "--use-precision-aware-optimizer", "--main-grads-dtype",
+              "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype")
+_GOSS_READ = ("Flags = current_runs row mbridge2604_h100_bf16_gpt_oss_120b_64gpu (the GPT-OSS layer flags: hidden 2880, "
+              "64 heads / 8 KV groups of 64, alternating 128-token sliding window, learnable softmax sinks, YaRN, "
+              "experts of 2880 top-4, vocab 201088) with GPT-OSS 20B's 24 layers and 32 experts and the recipe at "
+              "6799f0997: ")
+CASES += [
+    dict(id="mbridge_card_gpt_oss_20b_h100_16gpu_tp2pp4ep4_pretrain", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=16, gpus_per_node=8), base=_GOSS_H100,
+         edits=dict(drop=_GOSS_DROP, set_={"--num-layers": 24, "--num-experts": 32, "--tensor-model-parallel-size": 2,
+                                          "--sequence-parallel": None, "--pipeline-model-parallel-size": 4,
+                                          "--expert-model-parallel-size": 4, "--global-batch-size": 512,
+                                          "--cross-entropy-fusion-impl": "native"}),
+         source=_card_src("gpt-oss-20b", "pretrain.H100", "6799f0997", "2026-08-09"),
+         quote=("'On 16x H100, the command completes exactly 100 bounded pretraining optimizer steps. All 100 "
+                "optimizer-step rows are present exactly once with finite loss, zero skipped iterations, and zero NaN "
+                "iterations.' (--recipe gpt_oss_20b_pretrain_16gpu_h100_bf16_config --seq_length 4096)"),
+         read=_GOSS_READ + ("gpt_oss_20b_pretrain_16gpu_h100_bf16_config: TP2 with SP, PP4 (no embedding / loss in the "
+                            "split), EP4 ETP1 (DP 2), seq 4096, MBS 1, GBS 512, alltoall dispatcher, permute fusion, grouped "
+                            "GEMM, no recompute, no CUDA graph, native fused cross-entropy, per-token loss, natural "
+                            "routing, distributed optimizer with both overlaps, grads reduced in fp32."), pair=None),
+    dict(id="mbridge_card_gpt_oss_20b_h100_8gpu_ep8_sft_2k", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=8, gpus_per_node=8), base=_GOSS_H100,
+         edits=dict(drop=_GOSS_DROP + ("--overlap-grad-reduce", "--overlap-param-gather"),
+                    set_={"--num-layers": 24, "--num-experts": 32, "--pipeline-model-parallel-size": 1,
+                          "--seq-length": 2048, "--global-batch-size": 128, "--cross-entropy-fusion-impl": "native"}),
+         source=_card_src("gpt-oss-20b", "sft.H100", "6799f0997", "2026-08-09"),
+         quote=("'On 8x H100, the command completes exactly 100 full-SFT optimizer steps from the imported GPT-OSS 20B "
+                "checkpoint ... All 100 optimizer-step rows are present exactly once with finite loss'"),
+         read=_GOSS_READ + ("gpt_oss_20b_sft_8gpu_h100_bf16_config: TP1 PP1 EP8 (DP 8), seq 2048 (packed), MBS 1, GBS "
+                            "128, alltoall dispatcher, no recompute, native fused cross-entropy, natural routing, no "
+                            "overlaps, bf16_mixed's grad_reduce_in_fp32 True (setup() copies the mixed-precision value "
+                            "onto the DDP config).  The recipe sets ddp.use_distributed_optimizer False, but _sft_common's "
+                            "optimizer (recipes/utils/optimizer_utils.py distributed_fused_adam_with_cosine_annealing) "
+                            "has use_distributed_optimizer True and ConfigContainer.validate "
+                            "(_validate_and_sync_distributed_optimizer_settings, training/config.py) turns both on when "
+                            "either is: the run had the distributed optimizer (read first as off: 84.0 GiB, 'does not "
+                            "fit')."), pair=None),
+]
+
+# Moonlight 16B-A3B 8K SFT on 8 H100 (recipes/moonlight/h100/moonlight_16b.py at f3ae2767b,
+# moonlight_16b_sft_8gpu_h100_bf16_8k_config over moonlight_16b_sft_8gpu_h100_bf16_config).
+CASES += [
+    dict(id="mbridge_card_moonlight_16b_h100_8gpu_tp2cp2ep8_sft_8k", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=8, gpus_per_node=8),
+         megatron_flags=derive(_MOON_FLAGS, {"--seq-length": 8192, "--max-position-embeddings": 8192,
+                                             "--context-parallel-size": 2, "--global-batch-size": 128,
+                                             "--vocab-size": 163842, "--manual-gc-interval": 100,
+                                             "--calculate-per-token-loss": None,
+                                             "--recompute-granularity": "selective", "--recompute-modules": "core_attn"},
+                               drop=("--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl")),
+         source=_card_src("moonlight-16b-a3b", "sft_long_context.H100", "f3ae2767b", "2026-07-20"),
+         quote=("'The immutable-revision 8-GPU run completes exactly 20 Tulu3 SFT steps at the model's 8192-token context "
+                "limit with recipe-owned TP2/PP1/CP2/EP8/SP-on, GBS/MBS 128/1, and explicit pad-4 offline packing.'"),
+         read=("Flags = the Moonlight 16B flags of the round-24 cases with moonlight_16b_sft_8gpu_h100_bf16_8k_config at "
+               "f3ae2767b: TP2 with SP, CP2, EP8 (DP 2, expert-DP 1), seq 8192 (packed), MBS 1, GBS 128, the unpadded "
+               "fine-tuning vocabulary 163842, alltoall dispatcher with shared-expert overlap (enable_deepep False), "
+               "cross-entropy fusion off, per-token loss, precision-aware optimizer (bf16 grads / moments, fp32 main "
+               "params), grads reduced in bf16; the finetuning provider's recompute_granularity 'selective' with "
+               "recompute_modules None, which TransformerConfig.__post_init__ makes ['core_attn']."), pair=None),
+]
+
+# GPT-OSS 20B 32K SFT on 8 H100: gpt_oss_20b_sft_8gpu_h100_bf16_32k_config, added with the card by 8a84d7166 (#5397,
+# 2026-08-11; the item ran 2026-08-10 on the PR branch), over the 2K SFT recipe, with the card's overrides.
+CASES += [
+    dict(id="mbridge_card_gpt_oss_20b_h100_8gpu_tp4cp2ep8_sft_32k_full_recompute", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=8, gpus_per_node=8), base=_GOSS_H100,
+         edits=dict(drop=_GOSS_DROP + ("--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion",
+                                       "--cross-entropy-fusion-impl"),
+                    set_={"--num-layers": 24, "--num-experts": 32, "--pipeline-model-parallel-size": 1,
+                          "--tensor-model-parallel-size": 4, "--sequence-parallel": None, "--context-parallel-size": 2,
+                          "--cp-comm-type": "a2a", "--seq-length": 32768, "--global-batch-size": 32,
+                          "--recompute-granularity": "full", "--recompute-method": "uniform",
+                          "--recompute-num-layers": 1}),
+         source=_card_src("gpt-oss-20b", "sft_long_context.H100", "8a84d7166", "2026-08-10"),
+         quote=("'Completed 20 optimizer steps using the 32K SFT recipe, immutable Tulu3 data selection, offline packing, "
+                "TP4, CP2, sequence parallelism, non-fused cross entropy, and full activation recompute.' (command: "
+                "--seq_length 32768 --tensor_model_parallel_size 4 --context_parallel_size 2 model.sequence_parallel=true "
+                "model.cp_comm_type=a2a model.cross_entropy_loss_fusion=false model.recompute_granularity=full "
+                "model.recompute_method=uniform model.recompute_num_layers=1)"),
+         read=_GOSS_READ.replace("6799f0997", "8a84d7166") + (
+             "gpt_oss_20b_sft_8gpu_h100_bf16_32k_config (seq 32768, GBS 32) over the 2K SFT recipe (EP8, MBS 1, "
+             "alltoall, no overlaps, grads reduced in fp32, the distributed optimizer as synced by "
+             "ConfigContainer.validate) with the card's TP4 + SP, CP2 (a2a), full uniform recompute of every layer, "
+             "cross-entropy fusion off: DP 1, expert-DP 1."), pair=None),
+]
+
+# GPT-OSS 120B on 64 H100: the card's gpt_oss_120b_pretrain_config = recipes/gpt_oss/h100/gpt_oss.py
+# gpt_oss_120b_pretrain_64gpu_h100_bf16_config at the card's commit a8038f6d9 (the library recipe, not the perf leaf).
+CASES += [
+    dict(id="mbridge_card_gpt_oss_120b_h100_64gpu_tp2pp4ep16_pretrain", outcome="ran", framework="megatron",
+         hardware=dict(_H100, num_gpus=64, gpus_per_node=8), base=_GOSS_H100,
+         edits=dict(drop=_GOSS_DROP, set_={"--tensor-model-parallel-size": 2, "--sequence-parallel": None,
+                                          "--pipeline-model-parallel-size": 4, "--expert-model-parallel-size": 16,
+                                          "--global-batch-size": 512, "--cross-entropy-fusion-impl": "native"}),
+         source=_card_src("gpt-oss-120b", "pretrain.H100", "a8038f6d9", "2026-08-11"),
+         quote=("'On 64x H100, the command completes exactly 100 bounded pretraining optimizer steps using the "
+                "recipe-owned GBS/MBS, natural routing, and BF16 configuration.' (--recipe gpt_oss_120b_pretrain_config "
+                "--seq_length 4096)"),
+         read=("Flags = current_runs row mbridge2604_h100_bf16_gpt_oss_120b_64gpu (the GPT-OSS 120B model flags) with "
+               "the library recipe gpt_oss_120b_pretrain_64gpu_h100_bf16_config at a8038f6d9 (recipes/gpt_oss/h100, "
+               "which recipes/gpt_oss/gpt_oss.py exports as gpt_oss_120b_pretrain_config): TP2 with SP, PP4 (no "
+               "embedding / loss in the split), EP16 ETP1 (DP 8, expert-DP 1), seq 4096, MBS 1, GBS 512, alltoall "
+               "dispatcher, no recompute, no CUDA graph, native fused cross-entropy, per-token loss, natural routing, "
+               "distributed optimizer with both overlaps, grads reduced in fp32."), pair=None),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 

@@ -238,6 +238,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         qkv = a * sb * (nq + 2 * nkv) * d / t  # the fused QKV output
         if impl.te_qkv_layout:
             attn += _te_qkv_kept(arch, sb=sb, tp=t, a=a, qkv=qkv)
+        elif nkv < t:
+            # QKV sub-sharding (_te_qkv_kept): the views keep the all-gathered full-width QKV output; RoPE copies
+            # q (nq / t heads) and k (one head)
+            attn += a * sb * (nq + 2 * nkv) * d
+            if rope and impl.rope_copies:
+                attn += a * sb * (nq / t + 1) * d
         else:
             attn += qkv  # fused QKV output (V view; Q, K views w/o RoPE)
             if rope and impl.rope_copies:
@@ -250,7 +256,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         # FP8 attention (memory.fp8): q / k / v saved quantized in place of the bf16 ones, O in fp8 under delayed
         qkv_b, o_b = fp8_attention_saved_bytes(fp8, non_tn=fp8_non_tn)
         qkv_elems = (sb * nq * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim) + arch.v_head_dim) / t if mla
-                     else sb * (nq + 2 * arch.kv_heads) * arch.kv_channels / t)
+                     else sb * (nq / t + 2 * max(1.0, arch.kv_heads / t)) * arch.kv_channels)
         attn += qkv_elems * (qkv_b - a)
         if o_b is not None:
             attn += o / a * (o_b - a)
@@ -418,11 +424,29 @@ def _te_qkv_kept(arch: ModelArch, *, sb: float, tp: int, a: int, qkv: float) -> 
       the query is a view) and the key view, which keeps the QKV output alive, plus fp32 ``rsigma`` per
       head row;
     - without RoPE the views form a supported layout (``sbh3d`` / ``sbhd_sbh2d``): the QKV output (and
-      a query copy) is what the attention keeps."""
+      a query copy) is what the attention keeps.
+
+    Fewer query groups than TP ranks (megatron-core >= 0.16.0, f7dfb99795 'QKV activation sub-sharding';
+    ``get_query_key_value_tensors``): the rank's QKV output (``(nq + 2 nkv) d / t`` wide, freed) is
+    all-gathered to the full ``(nq + 2 nkv) d`` width (``all_gather_last_dim_from_tensor_parallel_region``),
+    the rank's group is sliced out and its query heads indexed (``nq / t`` heads, views: one group per
+    rank, no reshape copy); the core attention is built with ``num_query_groups = tp`` (one key / value
+    head per rank).  With RoPE the attention keeps contiguous ``q`` (``nq / t`` heads), ``k`` and ``v``
+    (one head each); ``--qk-layernorm`` saves its inputs, views of the gathered tensor, which keeps the
+    full-width QKV output alive (plus fp32 ``rsigma`` of ``nq / t + 1`` head rows); without either, the
+    views keep it."""
     nq, nkv, d, t = arch.num_attention_heads, arch.kv_heads, arch.kv_channels, tp
+    rope = arch.position_embedding in ("rope", "yarn")
+    if nkv < t:
+        gathered = a * sb * (nq + 2 * nkv) * d
+        if not rope and not arch.qk_layernorm:
+            return gathered
+        kept = a * sb * (nq / t + 2) * d
+        if arch.qk_layernorm:
+            kept += gathered + 4.0 * sb * (nq / t + 1)
+        return kept
     ng_local = max(1, nkv // t)
     q_copy = a * sb * nq * d / t if (ng_local > 1 and nq != nkv) else 0.0
-    rope = arch.position_embedding in ("rope", "yarn")
     if not rope and not arch.qk_layernorm:
         return qkv + q_copy
     kept = a * sb * (nq + 2 * nkv) * d / t  # q, k (RoPE or norm outputs) and v's contiguous copy
