@@ -49,9 +49,12 @@ EP64 = {"b300": "mbridge2602_b300_bf16_gpt_oss_120b_64gpu_ep64", "b200": "mbridg
 # their measurements the 26.02 table's, the pair's container (Megatron-Bridge docs/performance-summary-archive.md,
 # '26.02 NeMo Container', GPT OSS 120B: DGX-GB300 64 BF16 GBS 1280 MBS 4 EP 64 19,412 tokens/s/GPU; DGX-GB200 the same
 # layout 15,784)
-TWIN = {"b300": ("mbridge2604_gb300_bf16_gpt_oss_120b_64gpu", 19412.0, {}),
+# (the 26.04.01 twins, read at Bridge v0.4.2, run --calculate-per-token-loss, which the 26.02 rows, read at v0.3.0, do
+# not: priced since scale17 as a pass over the gradient buffer, switched off here like the B200's v0.4.2 additions)
+TWIN = {"b300": ("mbridge2604_gb300_bf16_gpt_oss_120b_64gpu", 19412.0, {"calculate_per_token_loss": False}),
         "b200": ("mbridge2604_gb200_bf16_gpt_oss_120b_64gpu", 15784.0,
-                 {"delay_wgrad_compute": False, "overlap_moe_expert_parallel_comm": False})}
+                 {"delay_wgrad_compute": False, "overlap_moe_expert_parallel_comm": False,
+                  "calculate_per_token_loss": False})}
 PAIR_MODELS = ("bf16_gpt_oss_120b_64gpu_ep64", "fp8_mx_deepseek_v3_256gpu", "fp8_mx_qwen3_235b_a22b_256gpu",
                "fp8_mx_qwen3_30b_a3b_8gpu", "bf16_gpt_oss_120b_64gpu")
 # public NCCL alltoall_perf runs across scale-up domains (kernel evidence): record -> (ranks per domain, NIC GB/s)

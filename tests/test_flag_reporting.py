@@ -79,7 +79,8 @@ def test_log_params_norm_and_num_zeros_are_priced():
     assert not both.source.unmodelled
     spec, held = get_gpu("h100-sxm"), 1e9
     extra = optimizer_step_s(both, spec, held) - optimizer_step_s(base, spec, held)
-    assert extra == pytest.approx(optimizer_step_s(base, spec, held) * 8 / 34)
+    # 38 B: the Adam step's 34 + the master read of Megatron's separate main-to-model copy (cost/optimizer.py)
+    assert extra == pytest.approx(optimizer_step_s(base, spec, held) * 8 / 38)
     one = plan_from_argv(ARGV + ["--log-params-norm"], CL)
     assert optimizer_step_s(one, spec, held) - optimizer_step_s(base, spec, held) == pytest.approx(extra / 2)
 

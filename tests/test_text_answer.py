@@ -449,7 +449,7 @@ def test_left_out_lines_say_what_they_are(tmp_path, capsys):
 
     src = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
     flags = ("--manual-gc --manual-gc-interval 10 --no-masked-softmax-fusion --attention-softmax-in-fp32 "
-             "--no-check-for-nan-in-loss-and-grad --no-bias-dropout-fusion --no-bias-swiglu-fusion "
+             "--ddp-pad-buckets-for-high-nccl-busbw --no-bias-dropout-fusion --no-bias-swiglu-fusion "
              "--no-rope-fusion --no-persist-layer-norm --no-gradient-accumulation-fusion")
     rec = tmp_path / "many.sh"
     src = "\n".join(ln for ln in src.splitlines() if "primus-launch:" not in ln)  # one more note: the default GPU

@@ -192,6 +192,11 @@ FLAGS: tuple[Flag, ...] = (
     _f("--muon-scalar-optimizer", "str", "adam", group="optim"),
     _f("--log-params-norm", "true", group="optim"),
     _f("--log-num-zeros-in-grad", "true", group="optim"),
+    # per-iteration passes outside the micro-batches (cost/step_extras.py)
+    _f("--clip-grad", "float", 1.0, group="optim"),
+    _f("--no-check-for-nan-in-loss-and-grad", "false", group="optim", dest="check_for_nan_in_loss_and_grad"),
+    _f("--ddp-average-in-collective", "true", group="optim"),
+    _f("--calculate-per-token-loss", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
     _f("--optimizer-offload-fraction", "float", 1.0, group="optim"),
     # Megatron-LM dev (9050d4c5fb): GPU optimizer step over chunks of host-resident state
@@ -1181,6 +1186,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         precision_aware_optimizer=pao, **state,
         ddp_bucket_size=a.get("ddp_bucket_size"), ddp_num_buckets=a.get("ddp_num_buckets"),
         log_params_norm=bool(get(a, "log_params_norm")), log_num_zeros_in_grad=bool(get(a, "log_num_zeros_in_grad")),
+        clip_grad=float(get(a, "clip_grad")), check_for_nan_in_grad=bool(get(a, "check_for_nan_in_loss_and_grad")),
+        ddp_average_in_collective=bool(get(a, "ddp_average_in_collective")),
+        calculate_per_token_loss=bool(get(a, "calculate_per_token_loss")),
     )
     if training["defer_embedding_wgrad"] and pp > 1:
         # memory modelled (memory.mcore.deferred_wgrad_bytes); the step time is not

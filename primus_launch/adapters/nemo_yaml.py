@@ -337,7 +337,10 @@ def _optim(rec: NemoRecipe, res: Resolver) -> None:
     rec.put("use_distributed_optimizer", dist, child_node(optim, "name"))
     if name == "distributed_fused_adam":
         rec.notes.append("optim.name=distributed_fused_adam (Apex): priced as Megatron-Core's distributed optimizer "
-                         "(optimizer state sharded over data-parallel ranks)")
+                         "(optimizer state sharded over data-parallel ranks) that averages in the collective and "
+                         "runs no per-bucket NaN check (Apex average_grad_sync, ReduceOp.AVG; cost/step_extras.py)")
+        rec.put("ddp_average_in_collective", True, None)   # no NeMo key: not written back
+        rec.put("check_for_nan_in_loss_and_grad", False, None)
     elif not dist and name not in ("fused_adam", "adam", "adamw", "mcore_adam"):
         rec.off("model.optim.name", name, "time, memory: priced as Adam (two fp32 moments per parameter)")
     grad = res.at(("model", "optim", "overlap_grad_sync"))

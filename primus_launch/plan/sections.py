@@ -694,6 +694,16 @@ class Training(BoundedSection):
                                                              "parameters (fp32 main copies) computed every iteration")
     log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
                                                                    "the main gradients counted every optimizer step")
+    clip_grad: float = Field(default=1.0, ge=0, description="Megatron --clip-grad: the global gradient-norm clip; "
+                                                            "0 = no norm computed in the optimizer step")
+    check_for_nan_in_grad: bool = Field(default=True, description="Megatron --check-for-nan-in-loss-and-grad "
+                                        "(default; --no-check-for-nan-in-loss-and-grad = False): an L2 norm of every "
+                                        "gradient bucket before its data-parallel collective")
+    ddp_average_in_collective: bool = Field(default=False, description="Megatron --ddp-average-in-collective: the "
+                                            "1/DP scaling done by the collective (AVG) instead of a pass over the "
+                                            "gradient buffer")
+    calculate_per_token_loss: bool = Field(default=False, description="Megatron --calculate-per-token-loss: the "
+                                           "gradient buffer scaled by 1 / tokens after the gradient sync")
 
     @property
     def storage_precision(self) -> Precision:

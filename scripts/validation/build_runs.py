@@ -434,6 +434,35 @@ def ub_cfg_flags(r: dict) -> tuple[list[str], list[str]]:
              f"as --tp-comm-overlap-cfg scripts/validation/ub_cfgs/{m.group(1)}.yaml"])
 
 
+# Rows run by NeMo 1 (NeMo-Framework-Launcher) with ``optim.name: distributed_fused_adam``: Apex's
+# DistributedFusedAdam keeps its own contiguous gradient buffer and buckets in place of Megatron's DDP, zeroes it in
+# ``zero_grad`` (one pass, like Megatron's ``zero_grad_buffer``), reduces with ``ReduceOp.AVG``
+# (``average_grad_sync=True``: no 1/DP pass over the buffer) and runs no Megatron per-bucket NaN check (NVIDIA/apex
+# master ``apex/contrib/optimizers/distributed_fused_adam.py`` ``zero_grad`` / ``_start_bucket_grad_sync``).  Spelled
+# in Megatron-LM flags (cost/step_extras.py).  (row-id prefix, source)
+APEX_DFA_FLAGS = ["--ddp-average-in-collective", "--no-check-for-nan-in-loss-and-grad"]
+APEX_DFA_ROWS: list[tuple[str, str]] = [
+    ("nemo2407_", "NeMo-Framework-Launcher @23972bc5415 conf/training/{gpt3,llama,nemotron}/*.yaml: optim.name "
+                  "distributed_fused_adam, contiguous_grad_buffer true"),
+    ("nemo_longseq_", "NeMo-Framework-Launcher tag 24.03.01 conf/training/llama/llama2_7b.yaml: optim.name "
+                      "distributed_fused_adam"),
+    ("dgxc2411_", "NVIDIA/dgxc-benchmarking @35a9aec NeMo-Launcher YAMLs: optim.name distributed_fused_adam"),
+]
+
+
+def apex_dfa_flags(rid: str, flags: list[str]) -> tuple[list[str], list[str]]:
+    """:data:`APEX_DFA_FLAGS` for a row of :data:`APEX_DFA_ROWS` (those its flags do not set) and the assumption
+    line that says why."""
+    have = {f.split()[0] for f in flags}
+    for pre, src in APEX_DFA_ROWS:
+        if rid.startswith(pre):
+            add = [f for f in APEX_DFA_FLAGS if f not in have]
+            if add:
+                return add, [f"Apex DistributedFusedAdam ({src}): averages in the collective and runs no Megatron "
+                             f"per-bucket NaN check, spelled {' '.join(add)}"]
+    return [], []
+
+
 def config_flags(rid: str, flags: list[str]) -> tuple[list[str], list[str]]:
     """Flags of ``NEMO_CONFIG_FLAGS`` for row ``rid`` that its own flags do not set, and the
     assumption lines that say where they come from."""
@@ -479,9 +508,10 @@ def flag_row(r: dict, role: str, group: str):
     for f in r["megatron_flags"]:
         argv += f.split()
     extra, extra_notes = config_flags(r["id"], r["megatron_flags"])
+    apex, apex_notes = apex_dfa_flags(r["id"], r["megatron_flags"])
     ub, ub_notes = ub_cfg_flags(r)
-    argv += extra + ub
-    extra_notes = extra_notes + ub_notes
+    argv += extra + apex + ub
+    extra_notes = extra_notes + apex_notes + ub_notes
     env, env_notes = hybridep_env_of(r)
     extra_notes = extra_notes + env_notes
     try:

@@ -15,7 +15,8 @@ kernel-level measurements (``projection/cost/fitted/``, written by ``scripts/fit
   (``megatron/core/distributed/distributed_data_parallel_config.py``).
 - ``ADAM_BYTES_PER_PARAM`` = 34: the Adam step streams, per (sharded) parameter, fp32 grad 4,
   fp32 master 4+4, exp_avg 4+4, exp_avg_sq 4+4, bf16 model copy 2 (write), and the grad-norm read 4
-  (``cost/optimizer.py`` ``optimizer_bytes_per_param`` for precision-aware state dtypes).
+  (``cost/optimizer.py`` ``optimizer_bytes_per_param`` for precision-aware state dtypes, ``--clip-grad 0`` and
+  Megatron's separate main-to-model copy: 38 without the precision-aware optimizer).
 - ``POWER_CAP_EXPONENT`` = 0.94: tensor throughput of a GPU held below its rated power by a board
   power cap (``Cluster.power_limit_w`` / ``GPUSpec.power_limit_w``) scales as ``(cap / tdp) **
   0.94`` (:func:`power_cap_factor`): in the power-bound regime the clock falls until the power fits,
@@ -151,7 +152,7 @@ ASYNC_TP_OVERLAP = 0.0502
 CALIBRATION_ROWS: list[str] = ['narayanan2021_table1_3.6B', 'narayanan2021_table1_39.1B', 'narayanan2021_table1_310.1B', 'narayanan2021_table2_ptdp_174.6B_384gpu', 'narayanan2021_table2_ptdp_529.6B_560gpu', 'korthikanti2022_22B_sp_selective', 'korthikanti2022_175B_full_recompute', 'korthikanti2022_1T_sp_selective', 'torchtitan_h100_8b_8gpu_FSDP_torchcompile', 'torchtitan_h100_8b_128gpu_FSDP_torchcompile', 'torchtitan_h100_8b_8gpu_fsdp4_cp2_seq65536', 'torchtitan_h100_70b_256gpu_tp', 'torchtitan_h100_405b_512gpu_fsdp8_cp1_seq32768', 'torchtitan_h100_405b_512gpu_fsdp1_cp8_seq262144', 'torchtitan_asynctp_h100_70b_256gpu_float8_tensorwise_vanillatp', 'torchtitan_asynctp_h100_8b_64gpu_bf16_asynctp', 'torchtitan_a100_llama38b_64gpu_bs1_selectivelayer', 'torchtitan_a100_llama213b_64gpu_bs2_none', 'torchtitan_a100_llama270b_64gpu_bs1_selectiveop', 'torchtitan_h200_8b_64gpu_fsdp_float8', 'llmfoundry_h100_80gb_large_mpt70b_seq2048_128gpu', 'llmfoundry_h100_80gb_large_mpt30b_seq2048_128gpu', 'llmfoundry_h100_80gb_large_mpt13b_seq2048_128gpu', 'llmfoundry_h100_80gb_large_mpt7b_seq2048_128gpu', 'llmfoundry_h100_80gb_large_mpt3b_seq2048_128gpu', 'llmfoundry_h100_80gb_large_mpt1b_seq2048_128gpu', 'llmfoundry_h100_80gb_mpt13b_seq2048_64gpu', 'llmfoundry_h100_80gb_mpt13b_seq2048_8gpu', 'llmfoundry_h100_80gb_mpt7b_seq8192_8gpu', 'llmfoundry_h100_80gb_mpt7b_seq1024_8gpu', 'llmfoundry_a100_80gb_mpt30b_seq8192_8gpu', 'llmfoundry_a100_80gb_mpt30b_seq1024_8gpu']
 CALIBRATION_SCORE = 0.08646  # rms of log(projected/measured) on CALIBRATION_ROWS
 SOURCE_STEP_OVERHEAD_S: dict[str, float] = {'torchao_b200': 0.3346}
-ROCM_LEGACY_GEMM_HOST_S = 0.0001745  # s per expert GEMM, fitted on ROCM_LEGACY_GEMM_ROW
+ROCM_LEGACY_GEMM_HOST_S = 0.0001728  # s per expert GEMM, fitted on ROCM_LEGACY_GEMM_ROW
 MAMBA_SSD_TRAIN_FACTOR = 3.4893  # SSD training time / its H100-record price, fitted on MAMBA_SSD_ROWS
 # END CALIBRATED
 

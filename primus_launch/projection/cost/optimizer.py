@@ -4,9 +4,18 @@ Memory-bound Adam streaming :func:`optimizer_bytes_per_param` bytes per paramete
 distributed-optimizer / FSDP sharding) at ``hbm_bw`` times the fitted HBM efficiency of the GPU's
 architecture (``calibration.HBM_BW_EFFICIENCY`` without one): per parameter the gradient read twice,
 the master weights and both moments read and written, the bf16 model weights written, in the state
-dtypes of a precision-aware optimizer (34 B with fp32 states, ``calibration.ADAM_BYTES_PER_PARAM``).
+dtypes of a precision-aware optimizer (34 B with fp32 states, ``calibration.ADAM_BYTES_PER_PARAM``; 38 in Megatron
+without the precision-aware optimizer, below).
 A fraction ``offload.optimizer_fraction`` runs on the host CPU at ``CPU_ADAM_BYTES_S``, with its
 gradients down and parameters up the host link (6 B per parameter), whichever is slower.
+
+The gradient-norm read is Megatron core_v0.16.1 ``clip_grads.get_grad_norm_fp32`` (``multi_tensor_l2norm`` over
+the main gradients), run by ``MixedPrecisionOptimizer.step`` only when ``--clip-grad`` > 0 (``training.clip_grad``).
+The bf16 write is the precision-aware optimizer's in-kernel one (TE ``FusedAdam`` with master weights); without it
+Megatron copies the fp32 main parameters into the bf16 model / parameter buffer in a separate pass
+(``distrib_optimizer.py`` / ``optimizer.py`` ``_copy_main_params_to_model_params``: the master read again, + 4 B).
+The other per-iteration passes over the (unsharded) gradient buffer and the step's scalar collectives:
+``cost/step_extras.py``.
 
 Chunked optimizer-state offload (Megatron-LM dev ``--chunked-optimizer-state-offload``, fraction ``f`` =
 ``offload.optimizer_state_fraction``; ``memory/optimizer_offload.py`` for what moves): the step still runs on
@@ -46,12 +55,17 @@ def _state_bytes(plan: Plan, dtype_field: str) -> int:
 
 
 def optimizer_bytes_per_param(plan: Plan) -> float:
-    """Bytes the Adam step streams per (sharded) parameter (module doc; 34 with fp32 states)."""
-    if plan.training.optimizer != "adam":
+    """Bytes the Adam step streams per (sharded) parameter (module doc; 34 with fp32 states): one gradient read
+    fewer with ``--clip-grad 0`` (no norm), one more master read in Megatron without the precision-aware optimizer
+    (its separate main-to-model copy: 38)."""
+    t = plan.training
+    if t.optimizer != "adam":
         return 14.0
     g, mp, m1, m2 = (_state_bytes(plan, f) for f in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype",
                                                       "exp_avg_sq_dtype"))
-    return 2 * g + 2 * mp + 2 * m1 + 2 * m2 + 2
+    norm = g if t.clip_grad > 0 else 0
+    copy = mp if plan.framework == "megatron" and not t.precision_aware_optimizer else 0
+    return g + norm + 2 * mp + 2 * m1 + 2 * m2 + 2 + copy
 
 
 def stat_bytes_per_param(plan: Plan) -> float:

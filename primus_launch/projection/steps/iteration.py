@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from primus_launch.projection.cost.dp_comm import dp_grad_sync, embedding_grad_sync_s, held_parameters
 from primus_launch.projection.cost.muon import muon_step_s
 from primus_launch.projection.cost.optimizer import optimizer_step_s
+from primus_launch.projection.cost.step_extras import step_extras_s
 from primus_launch.projection.memory.params import stage_parameter_split
 from primus_launch.projection.pipeline.simulate import PipelineResult
 from primus_launch.projection.steps.setup import Setup
@@ -50,7 +51,9 @@ def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
     """Per pipeline stage, what it runs after the pipeline (:class:`StageTail`): the exposed DP
     gradient sync behind its forward / backward windows (``cost/dp_comm.py``) and its optimizer step
     (``cost/optimizer.py``); stages 0 and ``pp - 1`` add Megatron's word-embedding gradient all-reduce
-    (``cost/dp_comm.py`` ``embedding_grad_sync_s``).  The iteration is the makespan plus the longest of them."""
+    (``cost/dp_comm.py`` ``embedding_grad_sync_s``); the optimizer term adds Megatron's per-iteration passes over
+    the stage's gradient buffer and the step's scalar all-reduces (``cost/step_extras.py``).  The iteration is the
+    makespan plus the longest of them."""
     plan, spec, lay = s.plan, s.spec, s.lay
     stage_params = stage_parameter_split(plan)
     post = []
@@ -69,6 +72,8 @@ def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
             opt_s = muon_step_s(plan, spec, lay, rank)   # cost/muon.py: Newton-Schulz, owners, all-gathers
         else:
             opt_s = optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s)
+        # Megatron's passes over the stage's gradient buffer and the step's scalar all-reduces (cost/step_extras.py)
+        opt_s += step_extras_s(plan, spec, lay, sp_.dense, sp_.expert, last_stage=rank == pp - 1)
         post.append(StageTail(dp_s, opt_s))
     return post
 
