@@ -171,7 +171,8 @@ KEYS: dict[str, Key] = {
                                           "mixed_precision_param", "mixed_precision_reduce", "dtype",
                                           "enable_cpu_offload", "compile",
                                           "disable_cuda_graphs", "batch_size")},
-    **{f"training.{k}": _NEUTRAL for k in ("dataset", "dataset_path", "max_norm", "gc_freq", "mock_data", "seed", "deterministic_warn_only", "dataloader")},
+    **{f"training.{k}": _NEUTRAL for k in ("dataset", "dataset_path", "max_norm", "gc_freq", "mock_data", "seed",
+                                           "deterministic_warn_only", "dataloader")},
     "training.gc_debug": _u(False, "time: gc.collect() every step"),
     "training.deterministic": _u(False, "time: deterministic kernels"),
     **{f"parallelism.{k}": _MAPPED for k in (
