@@ -33,6 +33,7 @@ refused / both refuse / read, Megatron refuses / out of scope.  ``-v``: a line p
     python scripts/reader_vs_megatron.py                       # main and core_v0.16.1 examples + functional tests
     python scripts/reader_vs_megatron.py --ref core_r0.14.0 --mirror   # + the other mirrors' launch scripts
     python scripts/reader_vs_megatron.py --yaml-cfg    # the --yaml-cfg examples (gpt_config.yaml) of every ref
+    python scripts/reader_vs_megatron.py --forks       # other teams' Megatron-LM forks' own scripts (read19)
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
 OTHER_MIRRORS = ("NVIDIA-NeMo+Megatron-Bridge", "NVIDIA+NeMo-Framework-Launcher", "NVIDIA+dgxc-benchmarking",
                  "alibaba+Pai-Megatron-Patch", "ROCm+Megatron-LM", "ROCm+MAD", "AMD-AGI+Primus", "NVIDIA+NeMo")
+# forks of Megatron-LM of other teams (read19): their own launch scripts, not a copy of one on a Megatron-LM branch / tag
+FORK_MIRRORS = ("microsoft+Megatron-DeepSpeed", "bigscience-workshop+Megatron-DeepSpeed", "databricks+megablocks",
+                "epfLLM+Megatron-LLM", "swiss-ai+Megatron-LM", "krafton-ai+Megatron-Dion", "HYGON-AI+Megatron-LM-das")
 PROGRAMS = re.compile(r"pretrain_(gpt|mamba|hybrid)\.py")
 
 
@@ -473,6 +477,37 @@ def ref_files(tmp: Path, refs: list[str]) -> list[tuple[str, str, Path, list[Pat
     return out
 
 
+def fork_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
+    """The forks' launch scripts (:data:`FORK_MIRRORS`, fetched under /work/.mirror): every ``*.sh`` / ``*.slurm``
+    / ``*.sbatch`` of their HEAD naming a ``pretrain_{gpt,mamba,hybrid}*.py``, less those whose blob a Megatron-LM
+    branch or tag holds (the upstream copies other rounds compared)."""
+    upstream: set[str] = set()
+    refs = subprocess.run(["git", "-C", str(MIRROR), "for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags"],
+                          capture_output=True, text=True).stdout.split()
+    for r in refs:
+        if "/pull-request/" not in r:
+            tree = subprocess.run(["git", "-C", str(MIRROR), "ls-tree", "-r", r], capture_output=True, text=True).stdout
+            upstream.update(ln.split()[2] for ln in tree.splitlines() if ln.endswith(".sh"))
+    out = []
+    for m in FORK_MIRRORS:
+        git = Path("/work/.mirror") / m / "repo"
+        if not git.is_dir():
+            continue
+        hits = subprocess.run(["git", "-C", str(git), "grep", "-l", "-E", r"pretrain_(gpt|mamba|hybrid)\w*\.py", "HEAD",
+                               "--", "*.sh", "*.slurm", "*.sbatch"], capture_output=True, text=True).stdout.split()
+        paths = [h.split(":", 1)[1] for h in hits]
+        paths = [p for p in paths if subprocess.run(["git", "-C", str(git), "rev-parse", f"HEAD:{p}"], capture_output=True,
+                                                    text=True).stdout.strip() not in upstream]
+        if not paths:
+            continue
+        root = tmp / m
+        root.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(git), "archive", "HEAD", *paths], capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+        out.append((m, "", root, sorted(root / p for p in paths)))
+    return out
+
+
 def mirror_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
     """The other mirrors' launch scripts: every ``*.sh`` of their HEAD that names a ``pretrain_*.py`` program, the
     root scripts of every ROCm/Megatron-LM branch (``survey_recipes.extract_rocm_branches``), and Pai-Megatron-Patch's
@@ -707,6 +742,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--ref", action="append", default=[], help="Megatron-LM branch / tag (default: main, core_v0.16.1)")
     ap.add_argument("--mirror", action="store_true", help="also the other mirrors' launch scripts")
     ap.add_argument("--mirror-only", action="store_true", help="the other mirrors' launch scripts alone (no --ref)")
+    ap.add_argument("--forks", action="store_true", help="the forks' own launch scripts alone (FORK_MIRRORS; read19)")
     ap.add_argument("--other-ref", default="main", help="the Megatron-LM checkout that parses the other mirrors' scripts")
     ap.add_argument("--yaml-cfg", action="store_true", help="the --yaml-cfg examples (gpt_config.yaml) of every ref")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -729,7 +765,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             print("== --yaml-cfg examples vs their refs' load_yaml + validate_yaml: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
             return 0
-        sources = [] if a.mirror_only else ref_files(tmp, a.ref or ["main", "core_v0.16.1"])
+        sources = [] if a.mirror_only or a.forks else ref_files(tmp, a.ref or ["main", "core_v0.16.1"])
+        if a.forks:
+            sources += fork_files(tmp)
         if a.mirror or a.mirror_only:
             sources += mirror_files(tmp)
         for name, ref, root, files in sources:

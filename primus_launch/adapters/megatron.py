@@ -23,6 +23,7 @@ from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
+from primus_launch.adapters.megatron_forks import fork_problem
 from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.pai_patch import legacy_program
 from primus_launch.adapters.megatron_args import (SHAPE_DESTS, BY_DEST, changed_args, is_hybrid_program, plan_from_args,
@@ -314,8 +315,9 @@ def _with_hybridep_chunk(plan: Plan, rec: Any, notes: list[str], pin: str | None
 
 
 def _check_family(rec: Any) -> None:
-    """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points), and a
-    Megatron-LM command with a word no flag takes (:func:`megatron_script.stray_word_problem`)."""
+    """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points), a fork's
+    run (:mod:`megatron_forks`: Megatron-DeepSpeed, MegaBlocks), and a Megatron-LM command with a word no flag
+    takes (:func:`megatron_script.stray_word_problem`)."""
     program = getattr(rec, "program", None)
     fam = program_family(program)
     if fam and fam.startswith("tool: "):
@@ -323,6 +325,9 @@ def _check_family(rec: Any) -> None:
     if fam:
         raise PlanError("training program", program, f"trains a {fam}, which the projection does not model "
                                                      "(GPT-family decoders only)")
+    fork = fork_problem(getattr(rec, "args", {}))
+    if fork is not None:  # Megatron-DeepSpeed's / MegaBlocks' own flags: another engine or MoE layer
+        raise fork
     if isinstance(rec, ms.CommandRecipe):
         problem = ms.stray_word_problem(rec.occs)
         # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it

@@ -234,7 +234,12 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
     under their ``--name``; a value misspelling one of a flag's choices is refused (:mod:`megatron_choices`)."""
     from primus_launch.adapters.megatron_choices import choice_problem
+    from primus_launch.adapters.megatron_forks import fork_problem
 
+    fork = fork_problem({o.flag: " ".join(v.text for v in o.vals) if o.vals else True
+                         for o in occs if o.flag and o.spec is None and _known(o) is None})
+    if fork is not None:  # a fork's run (Megatron-DeepSpeed, MegaBlocks): its reason before any value of its flags
+        raise fork
     a: dict[str, Any] = {}
     for o in occs:
         s = o.spec

@@ -107,11 +107,21 @@ def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[st
     return out
 
 
+#: keys whose ``Literal`` tyro enforces on the command line only: a TOML's value becomes a tyro default, kept
+#: unchecked (torchtitan v0.2.2 ``config/manager.py``), and the reader takes the values that then run
+#: (:func:`primus_launch.adapters.torchtitan._mixed_precision_reduce`)
+CLI_CHOICES: dict[str, tuple[str, ...]] = {"training.mixed_precision_reduce": ("float32",)}
+
+
 def typed_override(raw: Optional[str], current: Any, where: str, path: Optional[str] = None) -> Any:
     """The TOML value of a command-line override, typed like the value it replaces (a key the job does not
     write: like torchtitan v0.2.2's annotation of ``path``, :data:`titan_job_types.JOB_TYPES`, where listed)."""
     if raw is None:
         return True
+    allowed = CLI_CHOICES.get(path or "")
+    if allowed is not None and raw not in allowed:  # tyro checks a command line's value against the Literal
+        raise UserError(f"{where}={raw!r}: one of {', '.join(allowed)} on a command line (tyro refuses any other; "
+                        "a TOML's value is kept)")
     if current is None and path is not None:
         from primus_launch.adapters.titan_job_types import JOB_TYPES
 

@@ -124,7 +124,8 @@ def _generated() -> dict[str, Kind]:
 # keys the plan reads, each checked where it is read with the values of every torchtitan version the reader takes
 _READ_BY_THE_PLAN = ("activation_checkpoint.", "model.", "quantize.", "parallelism.fsdp_reshard_after_forward",
                      "parallelism.context_parallel_rotate_method", "parallelism.expert_parallel_comm_backend",
-                     "parallelism.module_fqns_per_model_part", "training.dtype", "training.mixed_precision_param")
+                     "parallelism.module_fqns_per_model_part", "training.dtype", "training.mixed_precision_param",
+                     "training.mixed_precision_reduce")
 
 
 def _merge(hand: dict[str, Kind]) -> dict[str, Kind]:

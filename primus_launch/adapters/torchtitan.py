@@ -168,10 +168,11 @@ KEYS: dict[str, Key] = {
     **{f"model.{k}": _MAPPED for k in ("name", "flavor", "converters", *_ARCH_OVERRIDES)},
     **{f"model.{k}": _NEUTRAL for k in ("hf_assets_path", "tokenizer_path", "print_after_conversion")},
     **{f"training.{k}": _MAPPED for k in ("local_batch_size", "global_batch_size", "seq_len", "steps",
-                                          "mixed_precision_param", "dtype", "enable_cpu_offload", "compile",
+                                          "mixed_precision_param", "mixed_precision_reduce", "dtype",
+                                          "enable_cpu_offload", "compile",
                                           "disable_cuda_graphs", "batch_size")},
-    **{f"training.{k}": _NEUTRAL for k in ("dataset", "dataset_path", "max_norm", "gc_freq", "mixed_precision_reduce",
-                                           "mock_data", "seed", "deterministic_warn_only", "dataloader")},
+    **{f"training.{k}": _NEUTRAL for k in ("dataset", "dataset_path", "max_norm", "gc_freq", "mock_data", "seed",
+                                           "deterministic_warn_only", "dataloader")},
     "training.gc_debug": _u(False, "time: gc.collect() every step"),
     "training.deterministic": _u(False, "time: deterministic kernels"),
     **{f"parallelism.{k}": _MAPPED for k in (
@@ -247,6 +248,17 @@ KEYS: dict[str, Key] = {
                                                   "group_size", "min_replica_size", "semi_sync_method")},
     "experimental.custom_import": _u("", "model: a custom module imported into torchtitan"),
     "experimental.custom_args_module": _NEUTRAL,
+    # fields only the LambdaLabsML/torchtitan fork holds (0768f5d, 2026-01-09: config/job_config.py; its configs/*.toml
+    # set them and run on that fork alone; upstream's ConfigManager refuses them): reported, not refused
+    "parallelism.prefetch_distance": _u(1, "time, memory: FSDP2 forward / backward prefetch of this many layers' "
+                                           "all-gathers (LambdaLabsML/torchtitan fork: models/llama3/infra/"
+                                           "parallelize.py); priced as torchtitan's one-layer prefetch"),
+    "parallelism.prefetch_before_data": _u(False, "time: the first FSDP all-gather issued before the batch is "
+                                                  "loaded (LambdaLabsML/torchtitan fork: train.py)"),
+    "optimizer.follow_fsdp_groups": _u(False, "time: the in-backward optimizer step run per FSDP parameter group "
+                                              "(LambdaLabsML/torchtitan fork: components/optimizer.py)"),
+    "infra.set_gpu_affinity": _u(False, "time: host threads pinned to the GPU's CPU cores (LambdaLabsML/"
+                                        "torchtitan fork: train.py)"),
 }
 
 
@@ -514,6 +526,23 @@ def _mx_dim1_kernel(job: dict) -> str:
     if v not in ("triton", "cuda", "torch"):
         raise PlanError(key, v, "one of triton, cuda, torch")
     return str(v)
+
+
+def _mixed_precision_reduce(job: dict, notes: list[str]) -> str:
+    """``training.mixed_precision_reduce``: fully_shard's ``MixedPrecisionPolicy(reduce_dtype=
+    TORCH_DTYPE_MAP[value])`` (torchtitan v0.2.2 ``models/llama3/infra/parallelize.py``; ``TORCH_DTYPE_MAP``:
+    float16, float32, bfloat16).  The field is typed ``Literal["float32"]`` (v0.1.0 .. v0.2.2), but the
+    ConfigManager makes the TOML's tables the tyro defaults unchecked (``manager.py`` ``parse_args``:
+    ``_dict_to_dataclass`` then ``tyro.cli(default=...)``; tyro warns "annotated with type Literal['float32'], but
+    the default value bfloat16 ..." and keeps it), so a TOML's ``"bfloat16"`` runs: FSDP2 reduce-scatters the
+    gradients in bf16 (LambdaLabsML/torchtitan 0768f5d ``configs/*.toml``, checked with that fork's
+    ConfigManager).  A launch line's ``--training.mixed_precision_reduce bfloat16`` is refused by tyro itself."""
+    v = _choice(_tbl(job, "training"), "training", "mixed_precision_reduce", "float32",
+                ("float32", "bfloat16", "float16"))
+    if v != "float32":
+        notes.append(f"training.mixed_precision_reduce={v}: outside the field's Literal['float32'], kept by "
+                     "torchtitan's ConfigManager from a TOML (tyro warns): gradients reduced in 16 bits under FSDP")
+    return v
 
 
 def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
@@ -862,12 +891,15 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     if prec.get("grad_reduce_in_fp32") is False and (version == "0.3" or fsdp):
         # training.dtype bfloat16 keeps the parameters and gradients in bf16, but the gradients are still reduced
         # in fp32 wherever fully_shard's MixedPrecisionPolicy(param_dtype=mixed_precision_param,
-        # reduce_dtype=mixed_precision_reduce, which is "float32" only) is installed: torch
+        # reduce_dtype=mixed_precision_reduce, "float32" unless a TOML writes a 16-bit one: below) is installed: torch
         # _fully_shard/_fsdp_param.py init_dtype_attrs drops reduce_dtype only when it equals param_dtype
         # (bf16 by default; float32 reduces in the fp32 param dtype).  torchtitan 0.3.0 installs it always
         # (models/*/parallelize.py: apply_fsdp_to_decoder "with shard_degree=1 ... still installs the
         # MixedPrecisionPolicy"); v0.2 only under FSDP (ParallelDims.fsdp_enabled; else DDP reduces the bf16 grads)
         prec["grad_reduce_in_fp32"] = True
+    reduce = _mixed_precision_reduce(job, notes)
+    if reduce != "float32" and (version == "0.3" or fsdp):
+        prec["grad_reduce_in_fp32"] = False
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     if str(opt).lower() not in ("adamw", "adam", "sgd"):
         # TorchTitan's optimizer registry past 0.3.0 (components/optimizer/optimizer.py at the 2026-08-22 mirror:
