@@ -97,7 +97,7 @@ def comment_cluster(text: str) -> dict[str, str]:
     return comment_config(text)
 
 
-def _comment_count(cfg: dict[str, str], key: str, default: int) -> int:
+def comment_count(cfg: dict[str, str], key: str, default: int) -> int:
     if key not in cfg:
         return default
     try:
@@ -118,7 +118,7 @@ def cluster_from_header(text: str) -> Optional[Cluster]:
     note = _note_header(text)
     if "nodes" in cfg or "gpus_per_node" in cfg:
         return Cluster(gpu=cfg.get("gpu") or (note.gpu if note else DEFAULT_CLUSTER.gpu),
-                       num_nodes=_comment_count(cfg, "nodes", 1), gpus_per_node=_comment_count(cfg, "gpus_per_node", 8))
+                       num_nodes=comment_count(cfg, "nodes", 1), gpus_per_node=comment_count(cfg, "gpus_per_node", 8))
     if note is not None and cfg.get("gpu"):
         return note.model_copy(update={"gpu": cfg["gpu"]})
     return note
