@@ -87,3 +87,31 @@ def test_bad_count_in_the_comment_is_one_line_naming_it():
     with pytest.raises(PlanError) as e:
         plan_from_text(JOB.format(comment="# primus-launch: gpu=h200 nodes=four"))
     assert e.value.field == "nodes" and "primus-launch:" in str(e.value)
+
+
+LAUNCH = """#!/usr/bin/bash
+# primus-launch: gpu=b200
+torchrun --nnodes 2 --nproc_per_node=8 -m torchtitan.train --module llama3 --config llama3_8b \\
+  --parallelism.tensor_parallel_degree 2 --training.local_batch_size 1 --training.disable_cuda_graphs
+"""
+
+
+def test_launch_script_comment_names_the_gpu_torchrun_the_counts(tmp_path: Path):
+    """A TorchTitan 0.3 launch script's ``# primus-launch: gpu=b200`` was dropped for "gpu=h100-sxm: the default"
+    (user16).  Truth: the comment for the GPU; torchrun's own parser for the counts."""
+    from torch.distributed.run import get_args_parser
+
+    from primus_launch.adapters.torchtitan_script import render_titan_script
+
+    f = tmp_path / "run.sh"
+    f.write_text(LAUNCH)
+    tr = get_args_parser().parse_args(["--nnodes", "2", "--nproc_per_node=8", "-m", "torchtitan.train"])
+    plan = load_recipe(f)
+    assert _cl(plan) == ("b200", int(tr.nnodes), int(tr.nproc_per_node))
+    assert not any("the default" in n for n in plan.source.notes)
+    assert _cl(load_recipe(f, {"gpu": "h200"}))[0] == "h200"  # the flag wins
+    out = render_titan_script(plan.with_changes(cluster={"gpu": "gb200"}), LAUNCH, str(f))
+    assert "# primus-launch: gpu=gb200" in out
+    g = tmp_path / "tuned.sh"
+    g.write_text(out)
+    assert _cl(load_recipe(g))[0] == "gb200"
