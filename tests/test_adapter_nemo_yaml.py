@@ -331,3 +331,24 @@ def test_selective_with_a_method_as_nemo_reads_it(tmp_path):
     out = render_recipe(tuned, text)
     assert "  activations_checkpoint_method: uniform" in out
     assert load_recipe(_write(tmp_path, out, "back.yaml")).training.recompute.granularity == "selective"
+
+
+@pytest.mark.parametrize("granularity,reported", [("null", False), ("selective", False), ("full", True)])
+def test_partial_checkpoint_fields_reported_only_under_full_checkpointing(tmp_path, granularity, reported):
+    """``num_micro_batches_with_partial_activation_checkpoints`` / ``activations_checkpoint_layers_per_pipeline`` pick
+    which micro-batches / layers a *full* checkpoint covers: NeMo's ParallelTransformer reads them in
+    ``_checkpointed_forward`` (method 'block'), run only under granularity 'full' (as megatron-core 0.16.1's
+    TransformerBlock, ``recompute_granularity == 'full'``).  The launcher's llama2_13b.yaml sets both to 0 with
+    granularity null: nothing to report (user16).  Under 'full' they are reported, not ignored."""
+    old = "  activations_checkpoint_granularity: selective\n  activations_checkpoint_method: null\n"
+    method = "block" if granularity == "full" else "null"
+    num = "  activations_checkpoint_num_layers: 1" if granularity == "full" else "  activations_checkpoint_num_layers: null"
+    text = (CONFIG.replace(old, f"  activations_checkpoint_granularity: {granularity}\n"
+                                f"  activations_checkpoint_method: {method}\n")
+            .replace("  activations_checkpoint_num_layers: null", num + "\n  activations_checkpoint_layers_per_pipeline: 0\n"
+                     "  num_micro_batches_with_partial_activation_checkpoints: 0"))
+    assert old in CONFIG and "per_pipeline" in text
+    plan = load_recipe(_write(tmp_path, text))
+    flags = {u.flag for u in plan.source.unmodelled}
+    keys = {"model.activations_checkpoint_layers_per_pipeline", "model.num_micro_batches_with_partial_activation_checkpoints"}
+    assert (keys <= flags) is reported and not (keys & flags and not reported)

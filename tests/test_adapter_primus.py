@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from primus_launch.adapters import detect_kind, load_recipe, write_recipe
-from primus_launch.adapters.primus_yaml import load_primus_yaml, render_primus_yaml, resolve
+from primus_launch.adapters.primus_yaml import load_primus_yaml, plan_from_text, render_primus_yaml, resolve
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, PlanError
 
@@ -644,3 +644,24 @@ def test_tuned_experiment_says_its_cluster_and_launch(primus):
         "EXP=x.tuned.yaml NNODES=4 bash examples/run_slurm_pretrain.sh")
     four = plan.with_changes(cluster={"gpus_per_node": 4, "num_nodes": 8})
     assert "NNODES=8 GPUS_PER_NODE=4 bash" in primus_cluster_line(four, "x.tuned.yaml")
+
+
+def test_cluster_comment_is_read_below_the_flags_and_kept_in_step_by_a_tune(primus):
+    """user16: an experiment's ``# primus-launch: gpu=mi300x nodes=4`` (the comment Megatron scripts / YAMLs and
+    NeMo / Bridge configs state their cluster in) was dropped: the GPU guessed from the folder ('MI355X') and the
+    node count fitted.  Truth: the comment as written; the folder guess and the flags as before."""
+    exp = _meg(primus)
+    exp.write_text("# primus-launch: gpu=mi300x nodes=4\n" + MEGATRON_EXP)
+    plan = load_primus_yaml(exp, env={})
+    assert (plan.cluster.gpu, plan.cluster.num_nodes, plan.cluster.gpus_per_node) == ("mi300x", 4, 8)
+    assert plan.source.nodes_fitted is False and not any("guessed from the folder" in n for n in plan.source.notes)
+    assert plan.source.notes[0].startswith("cluster gpu=mi300x nodes=4: from the file's '# primus-launch:' comment")
+    flagged = load_primus_yaml(exp, env={}, overrides={"num_nodes": 2})  # a flag beats its own key only
+    assert (flagged.cluster.gpu, flagged.cluster.num_nodes) == ("mi300x", 2)
+    # a tune on another cluster rewrites the comment's values, so the tuned file reads back on it
+    moved = plan.with_changes(cluster={"gpu": "mi355x", "num_nodes": 2})
+    out = render_primus_yaml(moved, exp.read_text(), exp, env={})
+    assert out.splitlines()[0] == "# primus-launch: gpu=mi355x nodes=2"
+    back = plan_from_text(out, exp, env={})
+    assert (back.cluster.gpu, back.cluster.num_nodes) == ("mi355x", 2)
+    assert render_primus_yaml(plan, exp.read_text(), exp, env={}) == exp.read_text()  # unchanged: byte for byte

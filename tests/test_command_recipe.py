@@ -257,3 +257,26 @@ def test_a_command_s_default_gpu_is_noted(argv):
     assert len(said) == (0 if "--job.config_file" in argv else 1), plan.source.notes
     given = plan_from_command(argv, {"gpu": "b200"})
     assert given.cluster.gpu == "b200" and not any("the default (the launch command" in n for n in given.source.notes)
+
+
+_MLM = ("pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+        "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 --tokenizer-type NullTokenizer "
+        "--vocab-size 32000 --bf16").split()
+
+
+@pytest.mark.parametrize("launcher", [["torchrun", "--nnodes", "2", "--nproc-per-node", "8"], ["python"]])
+def test_env_words_before_the_launcher_are_its_environment(launcher):
+    """user16: ``NCCL_ALGO=Ring torchrun --nnodes 2 ...`` under ``--gpu a100-sxm-80gb`` noted "cluster gpu=h100-sxm:
+    the default (... pass --gpu)" beside an a100 cluster, and NCCL_ALGO was not read.  Truth: torchrun's own parser
+    reads the counts past the NAME=value words (a shell hands them to the environment, not to torchrun)."""
+    argv = ["NCCL_ALGO=Ring", *launcher, *_MLM]
+    if launcher[0] == "torchrun":
+        tr = get_args_parser().parse_args(launcher[1:] + _MLM)
+        want = ("a100-sxm-80gb", int(tr.nnodes), int(tr.nproc_per_node))
+        ov = {"gpu": "a100-sxm-80gb"}
+    else:
+        want, ov = ("a100-sxm-80gb", 1, 8), {"gpu": "a100-sxm-80gb", "num_nodes": 1, "gpus_per_node": 8}
+    plan = plan_from_command(argv, ov)
+    assert (plan.cluster.gpu, plan.cluster.num_nodes, plan.cluster.gpus_per_node) == want
+    assert not any("gpu=h100-sxm" in n for n in plan.source.notes), plan.source.notes
+    assert {u.flag: u.value for u in plan.source.unmodelled}.get("NCCL_ALGO") == "Ring"

@@ -479,3 +479,14 @@ def test_in_situ_efficiency_row_names_where_it_is_fitted(capsys):
     assert rc == 0 and "calibrated on calibration rows" not in row
     assert row.startswith(f"in-situ efficiency {cal.framework_eff('megatron'):.3f} (") and \
         "scripts/calibrate.py --show" in row
+
+
+def test_long_key_value_in_a_note_breaks_after_its_equals_sign(capsys):
+    """A Bridge run config's ``model.transformer_layer_spec=megatron.bridge.models.gpt_provider.default_layer_spec``
+    (84 characters with its comma) in the "not read" note ran to column 88 (user16); it breaks after its ``=``,
+    the key and the value each whole on a line.  Truth: the field as the run config writes it."""
+    rc, lines = _run(capsys, str(ROOT / "tests/data/bridge/qwen3_moe_run_config.yaml"))
+    assert rc == 0, lines[-5:]
+    assert all(len(ln) <= WIDTH for ln in lines), [ln for ln in lines if len(ln) > WIDTH]
+    i = next(j for j, ln in enumerate(lines) if ln.rstrip().endswith("model.transformer_layer_spec="))
+    assert lines[i + 1].strip().startswith("megatron.bridge.models.gpt_provider.default_layer_spec")

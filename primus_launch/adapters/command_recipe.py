@@ -160,11 +160,15 @@ def _plan_of_command(argv: list[str], overrides: dict | None, primus_root: str |
         return load_recipe(script, ov, script_args=rest[i + 1:], script_env={**(script_env or {}), **env} or None)
     from primus_launch.adapters.megatron import plan_from_argv
 
-    cluster = command_cluster(argv, ov, None)
+    # `NCCL_ALGO=Ring torchrun ...`: torchrun's cluster is read past the NAME=value words, which are the run's
+    # environment (user16: the words hid torchrun, so --gpu was applied after a read that noted gpu=h100-sxm as "the
+    # default ... pass --gpu", and the variables were not read)
+    env, rest = env_prefix(argv)
+    cluster = command_cluster(rest, ov, None)
     if cluster is None:
-        plan = plan_from_argv(argv)
+        plan = plan_from_argv(argv, launch_env=env or None, overrides=ov)
         return plan.with_changes(cluster=ov) if ov else plan
-    return _noted(plan_from_argv(argv, cluster), default_gpu_note(cluster, ov))
+    return _noted(plan_from_argv(argv, cluster, launch_env=env or None), default_gpu_note(cluster, ov))
 
 
 def _noted(plan: Plan, note: Optional[str]) -> Plan:

@@ -288,6 +288,10 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str, deepep_pin: s
     program = getattr(rec, "program", None)
     legacy = legacy_program(program)
     unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", [])) + ([legacy] if legacy else [])
+    from primus_launch.adapters.launch_env_effects import env_unmodelled
+
+    said = {u.flag for u in unmodelled}  # the launch environment's variables that change time (user16)
+    unmodelled += [u for u in env_unmodelled({**recipe_env(rec), **(launch_env or {})}) if u.flag not in said]
     plan = _with_hybridep_chunk(plan, rec, notes, deepep_pin, launch_env, fmt == "bridge-yaml")
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
@@ -416,11 +420,12 @@ def _nodes_defaulted(rec: Any) -> bool:
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None, deepep_pin: str | None = None,
-                   launch_env: Mapping[str, str] | None = None) -> Plan:
+                   launch_env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None) -> Plan:
     """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``);
     ``deepep_pin`` / ``launch_env``: the DeepEP commit the run built and the environment it started with (the
-    HybridEP combine chunk, :mod:`hybridep_env`)."""
-    rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster)
+    HybridEP combine chunk, :mod:`hybridep_env`; the variables that change time, :mod:`launch_env_effects`);
+    ``overrides``: the partial cluster flags the caller applies after (the default-cluster note leaves them out)."""
+    rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster, overrides=overrides)
     _check_family(rec)
     plan = plan_from_args(_hybrid_program_args(rec, rec.args), written)
     return _with_source(plan, rec, None, "megatron-argv", deepep_pin, launch_env)

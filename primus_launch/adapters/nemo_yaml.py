@@ -363,9 +363,15 @@ def _other(rec: NemoRecipe, res: Resolver) -> None:
     if res.at(("model", "fsdp")):
         rec.off("model.fsdp", True, "time, memory: NeMo's torch FSDP sharding "
                 f"({res.at(('model', 'fsdp_sharding_strategy')) or 'full'}) is priced as DDP")
+    # partial checkpointing only changes which layers / micro-batches a *full* checkpoint covers: NeMo's
+    # ParallelTransformer reads both in _checkpointed_forward (activations_checkpoint_method 'block'), which runs only
+    # under activations_checkpoint_granularity 'full'; megatron-core 0.16.1's TransformerBlock checkpoints only under
+    # recompute_granularity 'full' too.  Otherwise they change nothing (user16: the launcher's llama2_13b.yaml, with
+    # granularity null and both at 0, read "3 setting(s) not modelled", two of them these)
+    full = str(res.at(("model", "activations_checkpoint_granularity"))) == "full"
     for key in ("activations_checkpoint_layers_per_pipeline", "num_micro_batches_with_partial_activation_checkpoints"):
         v = res.at(("model", key))
-        if v is not None:
+        if v is not None and full:
             rec.off(f"model.{key}", v, "time, memory: partial activation checkpointing is priced as the stated "
                     "--recompute-* setting on every micro-batch")
     if res.at(("model", "nsys_profile", "enabled")):

@@ -1145,8 +1145,33 @@ def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = Non
     the experiment's own ``env:`` block (:attr:`Resolved.launch_env`); never this process's environment."""
     r = resolve(Path(path), text, primus_root, env, cli)
     r.launch_env = {**{str(k): str(v) for k, v in (launch_env or {}).items()}, **experiment_env(text)}
-    return _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
+    said = comment_cluster_fields(text) if cluster is None else {}
+    said = {k: v for k, v in said.items() if k not in (overrides or {})}
+    if said:
+        overrides = {**said, **dict(overrides or {})}
+    plan = _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
         _torchtitan_plan(r, cluster, overrides)
+    if said and plan.source is not None:
+        names = {"num_nodes": "nodes"}  # as the comment writes them
+        shown = " ".join(f"{names.get(k, k)}={v}" for k, v in said.items())
+        plan.source.notes.insert(0, f"cluster {shown}: from the file's '# primus-launch:' comment (give --gpu / "
+                                    "--nodes / --gpus-per-node for another)")
+    return plan
+
+
+def comment_cluster_fields(text: str) -> dict[str, Any]:
+    """The cluster fields a ``# primus-launch: gpu=G nodes=N gpus_per_node=K`` comment in the experiment states
+    (any of the three), as Megatron scripts / YAMLs and NeMo / Bridge configs state them; they rank below the
+    cluster flags, a wrapper and the launch line.  An experiment's comment was dropped (user16: its GPU guessed
+    from the folder name over the comment's ``gpu=mi300x``)."""
+    from primus_launch.adapters.torchtitan import comment_cluster, comment_count
+
+    cfg = comment_cluster(text)
+    out: dict[str, Any] = {"gpu": cfg["gpu"]} if cfg.get("gpu") else {}
+    for key, field in (("nodes", "num_nodes"), ("gpus_per_node", "gpus_per_node")):
+        if key in cfg:
+            out[field] = comment_count(cfg, key, 1)
+    return out
 
 
 def load_primus_yaml(path: str | Path, cluster: Optional[Cluster] = None, primus_root: Optional[str | Path] = None,
@@ -1449,11 +1474,26 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
                 value = None
             doc.set(base + key.split("."), value, env)
     out = doc.apply()
+    out = _comment_in_step(out, plan.cluster)
     back = plan_from_text(out, p, plan.cluster, primus_root, env)
     if _comparable(back) != _comparable(plan):
         diff = [f"{s}.{k}" for s, d in _comparable(plan).items() for k in d if _comparable(back)[s].get(k) != d[k]]
         raise UserError(f"{p}: cannot express {', '.join(diff) or 'the plan'} in this Primus config")
     return out
+
+
+def _comment_in_step(text: str, cluster: Cluster) -> str:
+    """``text`` with the values its ``# primus-launch:`` comment states set to ``cluster``'s (a tune on other
+    cluster flags would leave the comment naming the old cluster, which a re-read then takes)."""
+    from primus_launch.adapters.megatron_script import comment_key_span
+
+    stated = comment_cluster_fields(text)
+    for key, field in (("gpus_per_node", "gpus_per_node"), ("nodes", "num_nodes"), ("gpu", "gpu")):
+        new = getattr(cluster, field)
+        span = comment_key_span(text, key)
+        if field in stated and span is not None and stated[field] != new:
+            text = text[:span[0]] + str(new) + text[span[1]:]
+    return text
 
 
 def _comparable(plan: Plan) -> dict:

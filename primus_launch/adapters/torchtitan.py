@@ -86,9 +86,46 @@ _HEADER_RE = re.compile(r"preset for (\d+) ([A-Za-z0-9][A-Za-z0-9_.@+-]*) GPUs(?
 DEFAULT_CLUSTER = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
 
 
+def comment_cluster(text: str) -> dict[str, str]:
+    """The ``# primus-launch: gpu=G nodes=N gpus_per_node=K`` comment (any of the three), as Megatron scripts and
+    YAMLs, NeMo and Megatron-Bridge configs state a cluster (:func:`megatron_script.comment_config`); {} when the
+    text has none.  A job TOML read it as no cluster (user16: "the job states no cluster" over the user's comment)."""
+    if not text:
+        return {}
+    from primus_launch.adapters.megatron_script import comment_config
+
+    return comment_config(text)
+
+
+def comment_count(cfg: dict[str, str], key: str, default: int) -> int:
+    if key not in cfg:
+        return default
+    try:
+        n = int(cfg[key])
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 9_999_999:
+        raise PlanError(key, cfg[key], "an integer from 1 to 9,999,999 (in the '# primus-launch:' comment)")
+    return n
+
+
 def cluster_from_header(text: str) -> Optional[Cluster]:
-    """The cluster named by a ``# NOTE: this toml config is a preset for N <GPU> GPUs.`` comment
-    (optionally followed by ``(M nodes x K GPUs)``), 8 GPUs per node by default."""
+    """The cluster the file's comments state: a ``# primus-launch: [gpu=G] nodes=N [gpus_per_node=K]`` comment
+    (:func:`comment_cluster`; 1 node, 8 GPUs per node and the GPU below by default), else a ``# NOTE: this toml
+    config is a preset for N <GPU> GPUs.`` comment (optionally followed by ``(M nodes x K GPUs)``), 8 GPUs per node
+    by default, its GPU replaced by the ``# primus-launch: gpu=`` comment's where it gives only a GPU."""
+    cfg = comment_cluster(text)
+    note = _note_header(text)
+    if "nodes" in cfg or "gpus_per_node" in cfg:
+        return Cluster(gpu=cfg.get("gpu") or (note.gpu if note else DEFAULT_CLUSTER.gpu),
+                       num_nodes=comment_count(cfg, "nodes", 1), gpus_per_node=comment_count(cfg, "gpus_per_node", 8))
+    if note is not None and cfg.get("gpu"):
+        return note.model_copy(update={"gpu": cfg["gpu"]})
+    return note
+
+
+def _note_header(text: str) -> Optional[Cluster]:
+    """The cluster of torchtitan's ``# NOTE: ... preset for N <GPU> GPUs.`` header (see :func:`cluster_from_header`)."""
     for line in text.splitlines():
         s = line.strip()
         if not s.startswith("#"):
@@ -488,6 +525,13 @@ def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
     header = cluster_from_header(text) if text else None
     if header is not None:
         return header
+    gpu = comment_cluster(text).get("gpu")
+    implied = _implied_cluster(job)
+    return implied.model_copy(update={"gpu": gpu}) if gpu else implied
+
+
+def _implied_cluster(job: dict) -> Cluster:
+    """The cluster of a job whose comments state none: the product of its explicit degrees, else the default."""
     par = _tbl(job, "parallelism")
     shard = par.get("data_parallel_shard_degree", -1)
     if isinstance(shard, int) and shard > 0:
@@ -795,8 +839,16 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     set_paths = list(set_paths)
     cl = job_cluster(header_text, job, cluster)
     fitted = (cluster is None and not job_states_world(header_text, job)) if nodes_fitted is None else nodes_fitted
-    if cluster is None and (not header_text or cluster_from_header(header_text) is None):
+    comment = comment_cluster(header_text)
+    if cluster is None and (not header_text or cluster_from_header(header_text) is None) and comment.get("gpu"):
+        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu}: the GPU from the file's '# primus-launch:' "
+                     "comment, the node count assumed (the job states none; give --nodes / --gpus-per-node, or "
+                     "nodes= / gpus_per_node= in the comment)")
+    elif cluster is None and (not header_text or cluster_from_header(header_text) is None):
         notes.append(_assumed_note(cl))
+    elif cluster is None and ("nodes" in comment or "gpus_per_node" in comment):
+        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} from the file's '# primus-launch:' "
+                     "comment (give --gpu / --nodes / --gpus-per-node for another)")
     elif cluster is None:  # said: the answer's cluster is the header comment's, not one the user typed (user15)
         notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} from the file's header comment "
                      f"('{_header_line(cl)}'; give --gpu / --nodes / --gpus-per-node for another)")
@@ -1081,8 +1133,10 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         implied = job_cluster(text, job, None)
         header = cluster_from_header(text)
         shard = _tbl(job, "parallelism").get("data_parallel_shard_degree", -1)
-        # a header or an explicit shard degree states the GPU count, not the nodes: partial flags keep it
-        stated = header is not None or (isinstance(shard, int) and shard > 0)
+        # a header or an explicit shard degree states the GPU count, not the nodes: partial flags keep it (a
+        # '# primus-launch: nodes=N gpus_per_node=K' comment states the nodes: a flag replaces its own key, as in a script)
+        by_comment = bool({"nodes", "gpus_per_node"} & comment_cluster(text).keys())
+        stated = (header is not None and not by_comment) or (isinstance(shard, int) and shard > 0)
         cluster = implied.completed(overrides, implied.world_size if stated else None)
         if header is None and Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
             notes.append(_assumed_note(cluster, overrides))
@@ -1425,6 +1479,15 @@ def _render_cluster(text: str, original_text: str, cluster: Cluster) -> str:
         implied = None
     if implied == cluster:
         return text
+    from primus_launch.adapters.megatron_script import comment_key_span
+
+    span = comment_key_span(text, None)
+    if span is not None:  # the cluster the file states in its '# primus-launch:' comment: that comment says it
+        a, b = span
+        line = text[a:b]
+        lead = line[:line.index("primus-launch:") + len("primus-launch:")]
+        return (text[:a] + f"{lead} gpu={cluster.gpu} nodes={cluster.num_nodes} gpus_per_node={cluster.gpus_per_node}"
+                + text[b:])
     lines = text.splitlines(keepends=True)
     for i, line in enumerate(lines):
         m = _HEADER_RE.search(line)

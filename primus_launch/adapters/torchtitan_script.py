@@ -439,8 +439,11 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None,
 
     p = Path(path)
     argv, _, unstated = _config_script_argv(p, tuple(script_args), start_env=script_env)
-    plan = plan_from_job_command(argv, overrides)
+    said = comment_gpu(read_recipe_text(p), cluster_overrides(overrides))
+    plan = plan_from_job_command(argv, {**(overrides or {}), **said})
     notes = _count_notes(unstated, cluster_overrides(overrides))
+    if said:
+        notes.append(_COMMENT_GPU_NOTE.format(gpu=said["gpu"]))
     if notes and plan.source is not None:
         plan.source.notes.extend(n for n in notes if n not in plan.source.notes)
     if script_args and plan.source is not None:
@@ -589,6 +592,20 @@ def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None,
     return plan.model_copy(update={"source": plan.source.model_copy(update={"format": "torchtitan-command-call"})})
 
 
+_COMMENT_GPU_NOTE = ("cluster gpu={gpu}: from the script's '# primus-launch:' comment (the node and GPU counts are the "
+                     "launch line's; give --gpu for another)")
+
+
+def comment_gpu(text: str, overrides: dict) -> dict[str, str]:
+    """``{"gpu": G}`` from the script's ``# primus-launch: gpu=G`` comment where the cluster flags give no GPU, else {}:
+    torchrun states the counts, never the GPU, which a Megatron script states in that comment (user16: a torchtitan
+    launch script's comment was dropped for "gpu=h100-sxm: the default")."""
+    from primus_launch.adapters.megatron_script import comment_config
+
+    gpu = comment_config(text).get("gpu") if overrides.get("gpu") is None else None
+    return {"gpu": gpu} if gpu else {}
+
+
 def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script_args: tuple[str, ...],
                            script_env: Optional[dict[str, str]] = None) -> Plan:
     """:func:`load_titan_script` of a script's ``text`` (``p``: its path)."""
@@ -598,14 +615,17 @@ def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script
 
     argv, unstated = script_launch(text, str(p), tuple(script_args), script_env)
     ov = cluster_overrides(overrides)
-    cluster = launch_cluster(argv, ov)
+    said = comment_gpu(text, ov)
+    cluster = launch_cluster(argv, {**ov, **said})
     plan = plan_from_launch(argv, cluster)
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     src.notes.extend(_count_notes(unstated, ov))
-    gpu_note = default_gpu_note(cluster, ov)
+    gpu_note = default_gpu_note(cluster, {**ov, **said})
     if gpu_note is not None:
         src.notes.append(gpu_note)
+    if said:
+        src.notes.append(_COMMENT_GPU_NOTE.format(gpu=said["gpu"]))
     if script_args:
         src.script_args = list(script_args)
     m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
@@ -643,6 +663,11 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
         at = (prev.after if prev.after is not None else prev.end) if prev is not None else toks[0].start
         words = " ".join(_q(w) for w in new[j1:j2])
         edits.append((at, at, (" " + words) if i1 > 0 else (words + " ")))
+    from primus_launch.adapters.megatron_script import comment_config, comment_key_span
+
+    span = comment_key_span(text, "gpu")  # the GPU the script's comment states follows a tune onto another GPU
+    if span is not None and comment_config(text).get("gpu") != plan.cluster.gpu:
+        edits.append((span[0], span[1], plan.cluster.gpu))
     out = text
     for a, b, s in sorted(edits, key=lambda e: e[0], reverse=True):
         out = out[:a] + s + out[b:]

@@ -284,11 +284,29 @@ def glue_units(text: str) -> str:
     return _NUMBER_UNIT.sub(_NBSP, text).replace("rows like it", f"rows like{_NBSP}it")
 
 
+#: a break allowed after the ``=`` of a ``key=value`` word too long for a line (removed after wrapping)
+_BREAK = "\x00"
+
+
+def _breakable(text: str, room: int) -> str:
+    """``text`` with a break allowed after the first ``=`` of each word longer than ``room`` columns: a
+    ``section.key=value`` pair the note names (user16: a Bridge note's
+    ``model.transformer_layer_spec=megatron.bridge.models.gpt_provider.default_layer_spec,`` ran to column 88).
+    The key and the value each stay whole (a path in the value can still be pasted)."""
+    words = text.split(" ")
+    for i, w in enumerate(words):
+        eq = w.find("=")
+        if len(w) > room and 0 < eq < len(w) - 1:
+            words[i] = w[:eq + 1] + _BREAK + " " + w[eq + 1:]
+    return " ".join(words)
+
+
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
     ``indent``; a parenthesised group short enough for one line is kept on one line, unless moving it whole
-    leaves a line under a third of the width (then it wraps at its spaces)."""
-    text = glue_units(text)
+    leaves a line under a third of the width (then it wraps at its spaces); a ``key=value`` word longer than a
+    line breaks after its ``=`` (:func:`_breakable`)."""
+    text = _breakable(glue_units(text), WIDTH - max(len(indent), len(first)))
     groups, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         if ch == "(" and not depth:
@@ -321,7 +339,8 @@ def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
         # a single word longer than a line (a file path) is left whole: a path broken across lines cannot be pasted
         lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
                               break_long_words=False, break_on_hyphens=False)
-    return [ln.replace(_NBSP, " ").rstrip() for ln in lines] or [first.rstrip()]
+    return [ln.replace(_NBSP, " ").replace(_BREAK + " ", "").replace(_BREAK, "").rstrip()
+            for ln in lines] or [first.rstrip()]
 
 
 def _summary_lines(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[str]:

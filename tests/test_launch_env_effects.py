@@ -1,0 +1,72 @@
+"""Launch-environment variables that change time are reported as not modelled, never dropped (user16).
+
+Truth: Megatron-LM main's functional test ``tests/functional_tests/test_cases/gpt/gpt3_7b_tp1_pp4_memory_speed/
+model_config.yaml`` sets ``NCCL_ALGO: Ring``, ``NVTE_ALLOW_NONDETERMINISTIC_ALGO: 0`` and both LayerNorm SM
+margins to 16 in its ``ENV_VARS`` (copied below as it writes them); Transformer Engine's defaults for those variables
+(margins ``"0"``, non-deterministic algorithms ``"1"``) and NCCL's (unset: NCCL picks) are not reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from primus_launch.adapters import load_recipe
+
+CL = {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8}
+
+ENV = """ENV_VARS:
+  CUDA_DEVICE_MAX_CONNECTIONS: 1
+  NVTE_ALLOW_NONDETERMINISTIC_ALGO: 0
+  NCCL_ALGO: Ring
+  CUBLAS_WORKSPACE_CONFIG: :4096:8
+  NVTE_FWD_LAYERNORM_SM_MARGIN: 16
+  NVTE_BWD_LAYERNORM_SM_MARGIN: 16
+"""
+ARGS = """MODEL_ARGS:
+  --num-layers: 4
+  --hidden-size: 1024
+  --num-attention-heads: 8
+  --seq-length: 2048
+  --max-position-embeddings: 2048
+  --micro-batch-size: 1
+  --global-batch-size: 64
+  --tokenizer-type: NullTokenizer
+  --vocab-size: 32000
+  --bf16: true
+TEST_TYPE: regular
+"""
+SCRIPT = """#!/bin/bash
+export NCCL_ALGO=Tree
+export NVTE_FWD_LAYERNORM_SM_MARGIN=0
+export NVTE_ALLOW_NONDETERMINISTIC_ALGO=1
+torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 8 \\
+  --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 \\
+  --tokenizer-type NullTokenizer --vocab-size 32000 --bf16
+"""
+
+
+def _unmodelled(plan) -> dict[str, str]:
+    return {u.flag: u.value for u in plan.source.unmodelled}
+
+
+def test_functional_test_env_vars_are_reported(tmp_path: Path):
+    f = tmp_path / "model_config.yaml"
+    f.write_text(ENV + ARGS)
+    got = _unmodelled(load_recipe(f, CL))
+    assert {k: got.get(k) for k in ("NCCL_ALGO", "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "NVTE_FWD_LAYERNORM_SM_MARGIN",
+                                    "NVTE_BWD_LAYERNORM_SM_MARGIN")} == {
+        "NCCL_ALGO": "Ring", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16",
+        "NVTE_BWD_LAYERNORM_SM_MARGIN": "16"}
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in got  # read by the legality rules, not a warning
+    # without the ENV_VARS block: nothing reported
+    g = tmp_path / "bare.yaml"
+    g.write_text(ARGS)
+    assert not any(k.startswith(("NCCL_", "NVTE_")) for k in _unmodelled(load_recipe(g, CL)))
+
+
+def test_script_exports_at_their_defaults_are_not_reported(tmp_path: Path):
+    f = tmp_path / "run.sh"
+    f.write_text(SCRIPT)
+    got = _unmodelled(load_recipe(f, CL))
+    assert got.get("NCCL_ALGO") == "Tree"  # any forced algorithm
+    assert "NVTE_FWD_LAYERNORM_SM_MARGIN" not in got and "NVTE_ALLOW_NONDETERMINISTIC_ALGO" not in got
