@@ -48,7 +48,12 @@ wrong type (refused by torchtitan's own option table), a v0.2 TOML's misspelt ke
 titanval classes (``--only tv:``): a v0.2 TOML key read into the plan with a value TorchTitan does not allow
 (``converters = "float8"``, ``recipe_name = "colwise"``, ``mxfp8_dim1_cast_kernel_choice = "cutlass"``,
 ``selective_ac_option = 2``: refused), an unknown key far from every name (``[metrics] log_frequency``: refused, naming
-its sub-table), valid values read.
+its sub-table), valid values read; the robust14 classes (``--only r14:``): ``None`` / ``null`` given a Megatron-LM
+number on a command line or as a YAML word (refused, as Megatron-LM's parser refuses it), a local tokenizer folder of no
+tokenizer shape (``"vocab_size": true``, a ``model.vocab`` string, ``true`` / negative ids: not read) or past the bound
+(named by its file), a wrapper's ``cluster.nodes`` / ``gpus_per_node`` out of range (named as written), YAML tags and
+documents, TOML dates where numbers belong, bash that bash never finishes, ``--train-tokens`` forms no count is, a
+command after ``--`` without ``#!``.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1553,7 +1558,8 @@ def _tokenizer_recipe(files: dict[str, bytes]) -> dict[str, bytes]:
 def robust14_cases() -> list[Case]:
     """The robust14 classes (``--only r14:``): a Megatron-LM integer or float flag given ``None`` / ``null`` on a
     command line (``GBS=None``; Megatron-LM's parser exits with 'invalid int value': it was read as unset and the
-    flag's default projected); a local tokenizer folder whose files are not of a tokenizer's shape (``"vocab_size":
+    flag's default projected) or as a word in an argument YAML (``global_batch_size: None``, a string to
+    ``yaml.safe_load`` that Megatron-LM keeps; YAML's null stays the default); a local tokenizer folder whose files are not of a tokenizer's shape (``"vocab_size":
     true`` read as a vocabulary of 1, a ``model.vocab`` string counted by its characters, ``true`` / negative token ids)
     or past the plan's bound (named by the file, not ``model.vocab_size``); a wrapper's ``cluster.nodes`` /
     ``gpus_per_node`` of 0, negative or past the bound (named as written, not the plan's ``num_nodes``); and guards of
@@ -1568,6 +1574,14 @@ def robust14_cases() -> list[Case]:
                         {"r.sh": BASH.replace(b"GLOBAL_BATCH_SIZE=128", b"GLOBAL_BATCH_SIZE=" + v)},
                         ["--project", "r.sh"] + TAIL, expect_refusal=True,
                         expect_words=("--global-batch-size=", "invalid int value")))
+    for v in (b"None", b"'null'"):
+        out.append(Case(f"r14:none:yaml:global_batch_size={v.decode()}", "value",
+                        {"r.yaml": YAML.replace(b"global_batch_size: 128", b"global_batch_size: " + v)},
+                        ["--project", "r.yaml"] + TAIL, expect_refusal=True,
+                        expect_words=("--global-batch-size=", "null unquoted")))
+    out.append(Case("r14:none:yaml:global_batch_size=null", "value",
+                    {"r.yaml": YAML.replace(b"global_batch_size: 128", b"global_batch_size: null")},
+                    ["--project", "r.yaml"] + TAIL))
     out.append(Case("r14:none:bash:--lr None", "value", {"r.sh": BASH.replace(b"--lr 3.0e-4", b"--lr None")},
                     ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("--lr='None'",)))
     cmd = list(ARGV)

@@ -2,7 +2,9 @@
 
 - A Megatron-LM integer or float flag given ``None`` / ``null`` on a command line (``GBS=None`` in a script,
   ``--global-batch-size None`` after ``--``) was read as unset and the flag's default projected without a word;
-  Megatron-LM's parser (argparse ``type=int``) exits with "invalid int value: 'None'": now refused in one line.
+  Megatron-LM's parser (argparse ``type=int``) exits with "invalid int value: 'None'": now refused in one line; the
+  same word in a Megatron-LM argument YAML (``global_batch_size: None`` / ``'null'``: a string to ``yaml.safe_load``,
+  kept by Megatron-LM's ``--yaml-cfg`` namespace) too, while YAML's own null still means the default.
 - A local tokenizer folder whose files are not of a tokenizer's shape was read anyway: ``"vocab_size": true`` as a
   vocabulary of 1 (the note said "vocabulary True"), a ``model.vocab`` string as as many tokens as it has characters,
   ``true`` token ids as id 1; a negative id gave ``--vocab-size=-6`` (a flag the recipe never wrote): now not read (the
@@ -79,6 +81,32 @@ def test_a_number_is_still_read_and_a_none_choice_kept(tmp_path: Path) -> None:
     assert got["plan"]["training"]["global_batch_size"] == 64
     rc, _, err, _ = run_cli(["--project", *DRY, "--", *CMD, "--position-embedding-type", "none"], tmp_path)
     assert "invalid int value" not in err and "Traceback" not in err
+
+
+YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
+
+
+@pytest.mark.parametrize("word", ["None", "'null'", '"None"'])
+def test_none_word_for_a_number_in_a_megatron_yaml_is_refused(tmp_path: Path, word: str) -> None:
+    """``yaml.safe_load`` (what Megatron-LM's ``--yaml-cfg`` reads with, yaml_arguments.py ``load_yaml``) gives the
+    string, not None: Megatron-LM keeps it and fails; it was read as unset (the default projected)."""
+    import yaml
+
+    assert isinstance(yaml.safe_load(f"global_batch_size: {word}")["global_batch_size"], str)
+    text = YAML.replace("global_batch_size: 128", f"global_batch_size: {word}")
+    _refused(tmp_path, {"r.yaml": text}, ["--project", "r.yaml", *DRY], "--global-batch-size=", "null unquoted")
+
+
+@pytest.mark.parametrize("word", ["null", "~", ""])
+def test_yaml_null_for_a_number_is_still_the_default(tmp_path: Path, word: str) -> None:
+    """YAML's null is None in Megatron-LM's namespace: the global batch defaults to micro-batch x DP
+    (yaml_arguments.py validate_yaml); TP 2 on 8 GPUs: DP 4, micro-batch 1."""
+    import yaml
+
+    assert yaml.safe_load(f"global_batch_size: {word}")["global_batch_size"] is None
+    got, _ = _project(tmp_path, {"r.yaml": YAML.replace("global_batch_size: 128", f"global_batch_size: {word}")},
+                      ["--project", "r.yaml", *DRY])
+    assert got["plan"]["training"]["global_batch_size"] == 1 * (8 // 2)
 
 
 # ------------------------------------------------------------------ a local tokenizer's files
