@@ -53,7 +53,7 @@ number on a command line or as a YAML word (refused, as Megatron-LM's parser ref
 tokenizer shape (``"vocab_size": true``, a ``model.vocab`` string, ``true`` / negative ids: not read) or past the bound
 (named by its file), a wrapper's ``cluster.nodes`` / ``gpus_per_node`` out of range (named as written), YAML tags and
 documents, TOML dates where numbers belong, bash that bash never finishes, ``--train-tokens`` forms no count is, a
-command after ``--`` without ``#!``.
+command after ``--`` without ``#!``, ``--version`` / ``--help`` into a full or closed stdout (one line, exit 2).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1650,6 +1650,11 @@ def robust14_cases() -> list[Case]:
 
     out.append(Case("r14:passthrough:no-shebang", "argv", {}, ["--", "./ns.sh"], setup=no_shebang, expect_rc=126))
     out.append(Case("r14:passthrough:named-dashdash", "argv", {}, ["--", "--", "true"], expect_rc=127))
+    for flag, shell, why in (("--version", ">/dev/full", "No space left"), ("--help", ">/dev/full", "No space left"),
+                             ("--version", ">&-", "stdout is closed")):
+        if os.path.exists("/dev/full") or "full" not in shell:  # argparse swallowed the failed write: exit 0, nothing
+            out.append(Case(f"r14:stream:{flag}{shell}", "stream", {}, [flag], expect_rc=2,
+                            expect_words=("stdout: cannot write", why), typed=shell.encode()))
     return out
 
 

@@ -10,6 +10,8 @@
   ``true`` token ids as id 1; a negative id gave ``--vocab-size=-6`` (a flag the recipe never wrote): now not read (the
   refusal says the local tokenizer gives no size and asks for ``--vocab-size``).  A size past the plan's bound was
   refused as ``model.vocab_size=...``: now named by the file it came from.
+- ``primus-launch --version`` / ``--help`` into a full or closed stdout (``> /dev/full``, ``>&-``) exited 0 having
+  written nothing (argparse swallows the failed write): now one line and exit 2, as a projection's answer does.
 - A wrapper's ``cluster.nodes = 0`` / ``gpus_per_node = -8`` was refused as the plan's ``num_nodes=0: Input should
   be greater than 0``: now named as written, with the range allowed.
 """
@@ -18,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -177,3 +182,22 @@ def test_a_wrapper_count_in_range_is_read(tmp_path: Path) -> None:
     body = '[recipe]\npath = "r.sh"\n[cluster]\nnodes = 2\ngpus_per_node = 8\n'
     got, _ = _project(tmp_path, {"w.primus.toml": body, "r.sh": BASH}, ["--project", "w.primus.toml", *DRY])
     assert (got["plan"]["cluster"]["num_nodes"], got["plan"]["cluster"]["gpus_per_node"]) == (2, 8)
+
+
+# ------------------------------------------------------------------ --version / --help into a stdout that fails
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("flag, redirect, why", [
+    ("--version", "> /dev/full", "No space left on device"), ("--help", "> /dev/full", "No space left on device"),
+    ("--version", ">&-", "stdout is closed")])
+def test_version_and_help_into_a_failing_stdout_say_so(tmp_path: Path, flag: str, redirect: str, why: str) -> None:
+    p = subprocess.run(["bash", "-c", f"{sys.executable} -m primus_launch {flag} {redirect}"], cwd=tmp_path,
+                       capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    lines = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("primus-launch: error: stdout: cannot write")
+    assert why in lines[0]
+
+
+def test_version_into_a_pipe_and_a_file_is_written(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "primus_launch", "--version"], cwd=tmp_path, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert p.returncode == 0 and p.stdout.decode().startswith("primus-launch ") and not p.stderr
