@@ -1556,18 +1556,19 @@ def _tokenizer_recipe(files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def robust14_cases() -> list[Case]:
-    """The robust14 classes (``--only r14:``): a Megatron-LM integer or float flag given ``None`` / ``null`` on a
-    command line (``GBS=None``; Megatron-LM's parser exits with 'invalid int value': it was read as unset and the
-    flag's default projected) or as a word in an argument YAML (``global_batch_size: None``, a string to
-    ``yaml.safe_load`` that Megatron-LM keeps; YAML's null stays the default); a local tokenizer folder whose files are not of a tokenizer's shape (``"vocab_size":
-    true`` read as a vocabulary of 1, a ``model.vocab`` string counted by its characters, ``true`` / negative token ids)
-    or past the plan's bound (named by the file, not ``model.vocab_size``); a wrapper's ``cluster.nodes`` /
-    ``gpus_per_node`` of 0, negative or past the bound (named as written, not the plan's ``num_nodes``); and guards of
-    classes no round had sent: YAML tags (``!!python/object/apply``, ``!!binary``, ``!!set``, timestamps, custom tags),
-    several YAML documents, TOML dates / times / inline tables where a number or a name belongs, bash that bash would
-    never finish (``while :``, ``for ((;;))``, ``eval`` of a loop, a fork bomb, ``exec`` of itself, ``source`` of
-    ``/dev/stdin`` / ``/dev/zero`` / a folder, ``read`` from the terminal), ``--train-tokens`` forms no count is, and a
-    command after ``--`` the kernel cannot execute (no ``#!``: 126) or named ``--`` (127)."""
+    """The robust14 classes (``--only r14:``): a Megatron-LM integer or float flag given ``None`` / ``null`` on a command
+    line (``GBS=None``; Megatron-LM's parser exits with 'invalid int value': it was read as unset and the flag's
+    default projected) or as a word in an argument YAML (``global_batch_size: None``, a string to ``yaml.safe_load``
+    that Megatron-LM keeps; YAML's null stays the default); a local tokenizer folder whose files are not of a
+    tokenizer's shape (``"vocab_size": true`` read as a vocabulary of 1, a ``model.vocab`` string counted by its
+    characters, ``true`` / negative token ids) or past the plan's bound (named by the file, not ``model.vocab_size``);
+    a wrapper's ``cluster.nodes`` / ``gpus_per_node`` of 0, negative or past the bound (named as written, not the
+    plan's ``num_nodes``); and guards of classes no round had sent: YAML tags (``!!python/object/apply``,
+    ``!!binary``, ``!!set``, timestamps, custom tags), several YAML documents, TOML dates / times / inline tables
+    where a number or a name belongs, bash that bash would never finish (``while :``, ``for ((;;))``, ``eval`` of a
+    loop, a fork bomb, ``exec`` of itself, ``source`` of ``/dev/stdin`` / ``/dev/zero`` / a folder, ``read`` from the
+    terminal), ``--train-tokens`` forms no count is, and a command after ``--`` the kernel cannot execute (no ``#!``:
+    126) or named ``--`` (127); ``--version`` / ``--help`` into a full or closed stdout (it exited 0, nothing written)."""
     out: list[Case] = []
     for v in (b"None", b"null", b"'None'", b"NONE"):
         out.append(Case(f"r14:none:bash:GBS={v.decode()}", "value",
