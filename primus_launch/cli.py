@@ -17,6 +17,7 @@ the flags are ``cli_flags.py``, the tune's search and answer ``cli_tune.py``, th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -354,7 +355,17 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ours, command = _split_command(argv)
     ap = parser()
     ap.argv = ours  # type: ignore[attr-defined]  # for the error of a value that starts with '-'
-    a = ap.parse_args(ours)
+    try:
+        a = ap.parse_args(ours)
+    except SystemExit as e:
+        if e.code in (0, None):  # --help / --version: argparse swallows a failed write of their text (exit 0, nothing)
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+            failed = getattr(sys.stdout, "failed", None)
+            if failed is not None:
+                _say(f"primus-launch: error: {failed}")
+                raise SystemExit(2) from None
+        raise
     refused = _argument_error(a, command)
     if refused:
         return _usage_error(*refused)

@@ -117,13 +117,15 @@ class Answer:
 
     def __init__(self, stream: Any):
         self._stream = stream
+        self.failed: OutputError | None = None  # the first failed write, for a caller that swallowed it (argparse)
 
     def _failed(self, e: OSError) -> OutputError:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())  # the buffered rest is flushed into nothing at exit
             os.close(devnull)
-        return OutputError(e.errno, f"stdout: cannot write: {e.strerror or e}")
+        self.failed = self.failed or OutputError(e.errno, f"stdout: cannot write: {e.strerror or e}")
+        return self.failed
 
     def write(self, s: str) -> int:
         try:

@@ -48,7 +48,12 @@ wrong type (refused by torchtitan's own option table), a v0.2 TOML's misspelt ke
 titanval classes (``--only tv:``): a v0.2 TOML key read into the plan with a value TorchTitan does not allow
 (``converters = "float8"``, ``recipe_name = "colwise"``, ``mxfp8_dim1_cast_kernel_choice = "cutlass"``,
 ``selective_ac_option = 2``: refused), an unknown key far from every name (``[metrics] log_frequency``: refused, naming
-its sub-table), valid values read.
+its sub-table), valid values read; the robust14 classes (``--only r14:``): ``None`` / ``null`` given a Megatron-LM
+number on a command line or as a YAML word (refused, as Megatron-LM's parser refuses it), a local tokenizer folder of no
+tokenizer shape (``"vocab_size": true``, a ``model.vocab`` string, ``true`` / negative ids: not read) or past the bound
+(named by its file), a wrapper's ``cluster.nodes`` / ``gpus_per_node`` out of range (named as written), YAML tags and
+documents, TOML dates where numbers belong, bash that bash never finishes, ``--train-tokens`` forms no count is, a
+command after ``--`` without ``#!``, ``--version`` / ``--help`` into a full or closed stdout (one line, exit 2).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1227,7 +1232,7 @@ def robust11_cases() -> list[Case]:
              "expert_model_parallel_size=0"),
             ("bridge:vpp=0", "b.yaml", bridge.replace("virtual_pipeline_model_parallel_size: 2",
                                                        "virtual_pipeline_model_parallel_size: 0").encode(),
-             "--num-virtual-stages-per-pipeline-rank=0"),
+             "model.virtual_pipeline_model_parallel_size=0"),  # named as the config writes it since 94a4f17
             ("toml:selective_ac_option", "r.toml", TOML.replace(b'selective_ac_option = "op"',
                                                                  b'selective_ac_option = "99999999999"'),
              "activation_checkpoint.selective_ac_option=99999999999"),
@@ -1544,6 +1549,116 @@ def titanval_cases() -> list[Case]:
     return out
 
 
+def _tokenizer_recipe(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The campaign's bash recipe reading its tokenizer from the local folder ``tok`` (no ``--vocab-size``)."""
+    return {"r.sh": BASH.replace(b"--tokenizer-model meta-llama/Llama-3.1-8B", b"--tokenizer-model tok"),
+            **{f"tok/{name}": data for name, data in files.items()}}
+
+
+def robust14_cases() -> list[Case]:
+    """The robust14 classes (``--only r14:``): a Megatron-LM integer or float flag given ``None`` / ``null`` on a command
+    line (``GBS=None``; Megatron-LM's parser exits with 'invalid int value': it was read as unset and the flag's
+    default projected) or as a word in an argument YAML (``global_batch_size: None``, a string to ``yaml.safe_load``
+    that Megatron-LM keeps; YAML's null stays the default); a local tokenizer folder whose files are not of a
+    tokenizer's shape (``"vocab_size": true`` read as a vocabulary of 1, a ``model.vocab`` string counted by its
+    characters, ``true`` / negative token ids) or past the plan's bound (named by the file, not ``model.vocab_size``);
+    a wrapper's ``cluster.nodes`` / ``gpus_per_node`` of 0, negative or past the bound (named as written, not the
+    plan's ``num_nodes``); and guards of classes no round had sent: YAML tags (``!!python/object/apply``,
+    ``!!binary``, ``!!set``, timestamps, custom tags), several YAML documents, TOML dates / times / inline tables
+    where a number or a name belongs, bash that bash would never finish (``while :``, ``for ((;;))``, ``eval`` of a
+    loop, a fork bomb, ``exec`` of itself, ``source`` of ``/dev/stdin`` / ``/dev/zero`` / a folder, ``read`` from the
+    terminal), ``--train-tokens`` forms no count is, and a command after ``--`` the kernel cannot execute (no ``#!``:
+    126) or named ``--`` (127); ``--version`` / ``--help`` into a full or closed stdout (it exited 0, nothing written)."""
+    out: list[Case] = []
+    for v in (b"None", b"null", b"'None'", b"NONE"):
+        out.append(Case(f"r14:none:bash:GBS={v.decode()}", "value",
+                        {"r.sh": BASH.replace(b"GLOBAL_BATCH_SIZE=128", b"GLOBAL_BATCH_SIZE=" + v)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True,
+                        expect_words=("--global-batch-size=", "invalid int value")))
+    for v in (b"None", b"'null'"):
+        out.append(Case(f"r14:none:yaml:global_batch_size={v.decode()}", "value",
+                        {"r.yaml": YAML.replace(b"global_batch_size: 128", b"global_batch_size: " + v)},
+                        ["--project", "r.yaml"] + TAIL, expect_refusal=True,
+                        expect_words=("--global-batch-size=", "null unquoted")))
+    out.append(Case("r14:none:yaml:global_batch_size=null", "value",
+                    {"r.yaml": YAML.replace(b"global_batch_size: 128", b"global_batch_size: null")},
+                    ["--project", "r.yaml"] + TAIL))
+    out.append(Case("r14:none:bash:--lr None", "value", {"r.sh": BASH.replace(b"--lr 3.0e-4", b"--lr None")},
+                    ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("--lr='None'",)))
+    cmd = list(ARGV)
+    cmd[cmd.index("--global-batch-size") + 1] = "None"
+    out.append(Case("r14:none:argv:--global-batch-size None", "argv", {}, ["--project", "--dry-run", "--json", "--"] + cmd,
+                    expect_refusal=True, expect_words=("--global-batch-size='None'",)))
+    unknown = ("--tokenizer-model='tok'", "vocabulary size unknown", "a local tokenizer")
+    for tag, files, words in (
+            ("config-true", {"config.json": b'{"vocab_size": true}'}, unknown),
+            ("config-string", {"config.json": b'{"vocab_size": "128256"}'}, unknown),
+            ("config-huge", {"config.json": b'{"vocab_size": 1000000000000}'}, ("tok/config.json vocab_size=",)),
+            ("json-vocab-string", {"tokenizer.json": b'{"model": {"vocab": "abc"}}'}, unknown),
+            ("json-ids-true", {"tokenizer.json": b'{"model": {"vocab": {"a": true}}}'}, unknown),
+            ("json-ids-negative", {"tokenizer.json": b'{"model": {"vocab": {"a": -7}}}'}, unknown),
+            ("json-ids-huge", {"tokenizer.json": b'{"model": {"vocab": {"a": 1000000000000}}}'},
+             ("tok/tokenizer.json (highest token id + 1)=",)),
+            ("json-added-huge", {"tokenizer.json": b'{"model": {"vocab": {"a": 1}}, "added_tokens": [{"id": 1099511627776}]}'},
+             ("tok/tokenizer.json (highest token id + 1)=",))):
+        out.append(Case(f"r14:tokenizer:{tag}", "value", _tokenizer_recipe(files), ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=words))
+    for tag, files, words in (
+            ("config", {"config.json": b'{"vocab_size": 128256}'}, ("vocabulary 128256 from tok/config.json",)),
+            ("bpe", {"tokenizer.json": b'{"model": {"vocab": {"a": 0, "b": 127999}}, "added_tokens": [{"id": 128255}]}'},
+             ("vocabulary 128256 from tok/tokenizer.json",)),
+            ("unigram", {"tokenizer.json": b'{"model": {"vocab": [["a", 0.0], ["b", -1.0]]}}'},
+             ("vocabulary 2 from tok/tokenizer.json",))):
+        out.append(Case(f"r14:tokenizer:good-{tag}", "value", _tokenizer_recipe(files), ["--project", "r.sh"] + TAIL,
+                        expect_words=words))
+    for key, v in (("nodes", "0"), ("nodes", "-1"), ("nodes", "200000"), ("num_nodes", "0"), ("gpus_per_node", "0"),
+                   ("gpus_per_node", "-8"), ("gpus_per_node", "2000")):
+        body = b'[recipe]\npath = "r.sh"\n[cluster]\n' + f"{key} = {v}\n".encode()
+        out.append(Case(f"r14:wrapper:cluster.{key}={v}", "value", {"w.primus.toml": body, "r.sh": BASH},
+                        ["--project", "w.primus.toml"] + TAIL, expect_refusal=True,
+                        expect_words=(f"cluster.{key}={v}", "an integer from 1 to")))
+    for tag, line in (("python-apply", b"x: !!python/object/apply:os.system ['touch pwned']"),
+                      ("python-name", b"x: !!python/name:os.system"), ("custom-tag", b"num_layers: !foo 32"),
+                      ("binary", b"num_layers: !!binary MzI="), ("set", b"num_layers: !!set {a, b}"),
+                      ("timestamp", b"num_layers: 2024-01-01"), ("float-tag", b"num_layers: !!float 32"),
+                      ("second-document", b"---\nnum_layers: 4"), ("complex-key", b"? [a, b]\n: 1")):
+        data = YAML + b"\n" + line + b"\n"
+        out.append(Case(f"r14:yaml-tag:{tag}", "structure", {"r.yaml": data}, ["--project", "r.yaml"] + TAIL,
+                        expect_refusal=True))
+    for key, v in (("local_batch_size", b"1979-05-27T07:32:00Z"), ("seq_len", b"1979-05-27"),
+                   ("tensor_parallel_degree", b"07:32:00"), ("flavor", b"{ a = 1 }"), ("flavor", b"1979-05-27"),
+                   ("name", b"5")):
+        data = re.sub(rb"(?m)^" + key.encode() + rb" = [^\n]*", key.encode() + b" = " + v, TOML, count=1)
+        out.append(Case(f"r14:toml-type:{key}={v.decode()}", "value", {"r.toml": data}, ["--project", "r.toml"] + TAIL,
+                        expect_refusal=True, expect_words=(f"{key}=",)))
+    for tag, snippet in (("while-colon", b"while :; do X=1; done"), ("until-false", b"until false; do :; done"),
+                         ("for-ever", b"for ((;;)); do :; done"), ("eval-loop", b"eval 'while true; do :; done'"),
+                         ("fork-bomb", b":(){ :|:& };:"), ("fork-bomb-subst", b"X=$(:(){ :|:& };:)"),
+                         ("exec-self", b"exec bash $0"), ("source-stdin", b"source /dev/stdin"),
+                         ("source-zero", b"source /dev/zero"), ("source-folder", b"source /"),
+                         ("read-terminal", b"read X"), ("cat-stdin", b"X=$(cat)"), ("sleep", b"sleep 100000"),
+                         ("background-loop", b"(while true; do :; done) &"), ("yes-pipe", b"X=$(yes | head -c 100000000)"),
+                         ("kill-self", b"kill -9 $$")):
+        out.append(Case(f"r14:bash-endless:{tag}", "structure", {"r.sh": _in_bash(snippet + b"\n")}, ["--project", "r.sh"] + TAIL))
+    for v in ("1.5.5T", "15TB", "0x10", "1e-9", "1P", "T", "15T15", "1e400", "99999999999999999999T"):
+        out.append(Case(f"r14:train-tokens={v}", "argv", {"r.sh": BASH},
+                        ["--project", "r.sh", *TAIL, "--train-tokens", v], expect_refusal=True,
+                        expect_words=("--train-tokens", repr(v))))
+
+    def no_shebang(d: Path) -> None:
+        (d / "ns.sh").write_text("echo hi; exit 4\n")
+        (d / "ns.sh").chmod(0o755)
+
+    out.append(Case("r14:passthrough:no-shebang", "argv", {}, ["--", "./ns.sh"], setup=no_shebang, expect_rc=126))
+    out.append(Case("r14:passthrough:named-dashdash", "argv", {}, ["--", "--", "true"], expect_rc=127))
+    for flag, shell, why in (("--version", ">/dev/full", "No space left"), ("--help", ">/dev/full", "No space left"),
+                             ("--version", ">&-", "stdout is closed")):
+        if os.path.exists("/dev/full") or "full" not in shell:  # argparse swallowed the failed write: exit 0, nothing
+            out.append(Case(f"r14:stream:{flag}{shell}", "stream", {}, [flag], expect_rc=2,
+                            expect_words=("stdout: cannot write", why), typed=shell.encode()))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1578,6 +1693,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust13_cases()
     cases += titanjob_cases()
     cases += titanval_cases()
+    cases += robust14_cases()
     return cases
 
 

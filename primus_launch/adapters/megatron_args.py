@@ -11,6 +11,7 @@ from ``--num-layers-per-virtual-pipeline-stage`` = (layers/PP)/n).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -895,8 +896,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             flag, what = next(((f, a.get(d)) for f, d in (("--tokenizer-model", "tokenizer_model"), ("--vocab-file", "vocab_file"),
                                                           ("--tokenizer-type", "tokenizer_type")) if a.get(d)),
                               ("--tokenizer-model", None))
-            raise PlanError(flag, what, "vocabulary size unknown (not a local file nor a known public "
-                                                       "tokenizer): pass --vocab-size N"
+            here = isinstance(what, str) and flag != "--tokenizer-type" and os.path.exists(what)
+            raise PlanError(flag, what, "vocabulary size unknown (" + (
+                "a local tokenizer whose files give no vocabulary size: config.json vocab_size, tokenizer.json "
+                "model.vocab / added_tokens ids, vocab.json entries" if here else
+                "not a local file nor a known public tokenizer") + "): pass --vocab-size N"
                             + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
         vocab = hit[0]
         rep.note(f"vocabulary {vocab} from {hit[1]}")

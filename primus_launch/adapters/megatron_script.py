@@ -293,6 +293,13 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                     raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
                                                     "literal or a variable")
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
+            if s.kind in ("int", "float") and v.text.strip().strip("'\"").lower() in ("none", "null"):
+                # `--global-batch-size None` (a script's GBS=None): Megatron-LM's parser (type=int / float) exits
+                # with "invalid int value: 'None'"; convert() reads the word as unset (a YAML null), which
+                # projected the flag's default without a word
+                raise PlanError(s.flag, v.text, ("an integer" if s.kind == "int" else "a number") + ": Megatron-LM's "
+                                "parser takes no None / null on its command line ('invalid "
+                                f"{'int' if s.kind == 'int' else 'float'} value'); leave the flag out for its default")
             a[s.dest] = convert(s, v.text)
     return a
 

@@ -150,14 +150,15 @@ def local_vocab(path: str | None) -> tuple[int, str] | None:
         return None
     p = Path(path).expanduser()
     from primus_launch.errors import UserError
+    from primus_launch.plan import PlanError
 
     try:
         if p.is_dir():
             cfg = p / "config.json"
             if cfg.is_file():
                 size = _json(cfg).get("vocab_size")
-                if isinstance(size, int) and size > 0:
-                    return size, f"{cfg} vocab_size"
+                if _token_count(size) and size > 0:  # `"vocab_size": true` is no size (it read as 1)
+                    return _bounded(size, f"{cfg} vocab_size")
             tok = p / "tokenizer.json"
             return _tokenizer_json(tok) if tok.is_file() else None
         if not p.is_file():
@@ -167,10 +168,12 @@ def local_vocab(path: str | None) -> tuple[int, str] | None:
             if isinstance(data, dict) and "model" in data:
                 return _tokenizer_json(p)
             if isinstance(data, dict) and data:
-                return len(data), f"{p} entries"
+                return _bounded(len(data), f"{p} entries")
             return None
         if p.suffix == ".txt":
-            return sum(1 for ln in _text(p).splitlines() if ln.strip()), f"{p} lines"
+            return _bounded(sum(1 for ln in _text(p).splitlines() if ln.strip()), f"{p} lines")
+    except PlanError:  # a size read and refused by the file's name (before ValueError, its base, takes it)
+        raise
     except (OSError, ValueError, UnicodeDecodeError, RecursionError, AttributeError, TypeError, UserError):
         return None  # not a tokenizer this reader understands: the vocabulary comes from elsewhere (a note says)
     return None
@@ -189,10 +192,34 @@ def _json(p: Path):
     return json.loads(_text(p))
 
 
+def _token_count(v: object) -> bool:
+    """Whether ``v`` is a JSON integer (not ``true`` / ``false``, which Python's ``int`` also holds)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _bounded(size: int, source: str) -> tuple[int, str]:
+    """(size, source) of a vocabulary read from a local file, refused by the file's name when past the plan's
+    bound (``model.vocab_size``: the refusal named the plan's field, never the file the number came from)."""
+    from primus_launch.plan import PlanError
+    from primus_launch.plan.sections import LIMITS
+
+    limit = LIMITS["model.vocab_size"]
+    if size > limit:
+        raise PlanError(source, size, f"a vocabulary of at most {limit:,} tokens (the projection's bound; the largest "
+                                      "published tokenizers hold ~262k): not a tokenizer file of a real model")
+    return size, source
+
+
 def _tokenizer_json(p: Path) -> tuple[int, str] | None:
+    """The highest token id + 1 of a Hugging Face ``tokenizer.json``: ``model.vocab`` a mapping token -> id
+    (BPE, WordPiece) or a list of ``[piece, score]`` (Unigram), plus ``added_tokens``; None where the file is not
+    of that shape (a ``vocab`` string counted its characters, ``true`` ids counted as 1, negative ids as sizes)."""
     data = _json(p)
-    vocab = (data.get("model") or {}).get("vocab")
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if vocab is not None and not isinstance(vocab, (dict, list)):
+        return None
     ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab or [])))
     ids += [t.get("id", -1) for t in data.get("added_tokens") or [] if isinstance(t, dict)]
-    ids = [i for i in ids if isinstance(i, int)]
-    return (max(ids) + 1, f"{p} (highest token id + 1)") if ids else None
+    ids = [i for i in ids if _token_count(i) and i >= 0]
+    return _bounded(max(ids) + 1, f"{p} (highest token id + 1)") if ids else None

@@ -323,6 +323,13 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             # `if args.bf16:` takes as true (a non-empty string); the word says false
             raise PlanError(spec.flag, raw, "true or false unquoted (a quoted string is no YAML boolean: Megatron-LM "
                                             "keeps the string, which is true whatever it says)")
+        if spec.kind in ("int", "float") and isinstance(raw, str) and raw.strip().lower() in ("none", "null") \
+                and isinstance(v, yaml.ScalarNode) and not _ENV.match(v.value):
+            # `global_batch_size: None` / `'null'`: a string to yaml.safe_load (YAML's null is null / ~ / empty),
+            # which Megatron-LM's --yaml-cfg namespace keeps (its arithmetic fails) and the functional-test runner
+            # passes to the parser ('invalid int value'); convert() read it as unset and projected the default
+            raise PlanError(spec.flag, raw, ("an integer" if spec.kind == "int" else "a number") + ", or null unquoted "
+                            "for the default (the word is a string in YAML: Megatron-LM keeps it and fails)")
         if spec.kind == "false" and negated and isinstance(raw, bool):
             raw = not raw  # `disable_bias_linear: true` -> add_bias_linear False
         val = convert(spec, raw)  # store_false dests (add_bias_linear) hold the dest's value

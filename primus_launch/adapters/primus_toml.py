@@ -118,6 +118,13 @@ def read_wrapper(path: Path) -> Wrapper:
         if k not in _CLUSTER_KEYS:
             raise UserError(f"cluster.{k}={v!r}: unknown key; allowed: gpu, nodes, gpus_per_node")
         expect(v, str if k == "gpu" else int, f"cluster.{k}", "a GPU name" if k == "gpu" else "an integer")
+        if k != "gpu":
+            from primus_launch.plan import PlanError
+            from primus_launch.plan.sections import LIMITS
+
+            top = LIMITS[f"cluster.{_CLUSTER_KEYS[k]}"]
+            if not 1 <= v <= top:  # as written (`cluster.nodes=0`; the plan's check named `num_nodes`)
+                raise PlanError(f"cluster.{k}", v, f"an integer from 1 to {top:,}")
         if _CLUSTER_KEYS[k] in cluster:  # nodes and num_nodes: two spellings of one field
             raise UserError(f"cluster.{k}={v!r}: the node count is already given (nodes and num_nodes are one "
                             "field); give one of them")
