@@ -152,6 +152,15 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
         tp, tpe = (lc.tp_moe_raw, lc.tp_moe) if moe else (lc.tp_raw, lc.tp)
         what = tp_what + (", MoE layer" if moe else ", dense layer" if lc.tp_moe_own else "")
         rows.append((what, *[1e3 * x for x in tp + tpe], tp_how))
+    from primus_launch.projection.cost.tp_comm import qkv_subshard_comm
+
+    sub = qkv_subshard_comm(plan, s.spec, lay)
+    if any(sub):   # inside the TP row(s) above: megatron-core >= 0.16's QKV sub-sharding (cost/layer_collectives.py)
+        m = plan.model
+        rows.append((f"  of which: QKV sub-sharding AG + grad RS ({m.kv_heads} groups < TP {plan.parallel.tp}, "
+                     f"[T, {(m.num_attention_heads + 2 * m.kv_heads) * m.kv_channels}])",
+                     *[1e3 * x for x in sub + sub],
+                     f"{arch_key}; bf16; overlap: none (compute stream, between QKV and core)"))
     how = ("PyTorch ring attention: K,V " + ("all-gather" if plan.parallel.cp_comm_type == "allgather" else "rotation")
            + " + fp32 dK,dV rotation, hidden behind the attention core" if plan.framework == "torchtitan"
            else "ring P2P hidden behind the attention core")

@@ -17,7 +17,14 @@ from primus_launch.tuner.space_config import SpaceConfig
 
 
 def structures(plan: Plan, cfg: SpaceConfig, flags: "FlagOptions") -> Iterator[tuple[tuple, tuple[tuple, ...]]]:
-    """(structural head, its flag table) for every structural candidate, in the space's order."""
+    """(structural head, its flag table) for every structural candidate, in the space's order.
+
+    TP stays a divisor of the query groups although a Megatron plan may exceed them (``plan/legality.py``):
+    megatron-core accepts TP a multiple of ``num_query_groups`` only from 0.16.0 (f7dfb99795, QKV activation
+    sub-sharding; core_v0.15.3 ``TransformerConfig.__post_init__`` still raises "num_query_groups ... must be a
+    multiple of tensor_model_parallel_size"), and a plan carries no megatron-core version, so a tuned recipe with it
+    could not be known to launch; a user's own plan with it is projected (``cost/attention_block.py``
+    ``qkv_subsharding``, ``cost/tp_comm.py`` ``qkv_subshard_comm``)."""
     m = plan.model
     own = flags.own
     fw = plan.framework
@@ -30,7 +37,7 @@ def structures(plan: Plan, cfg: SpaceConfig, flags: "FlagOptions") -> Iterator[t
         if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
             continue
         if not m.multi_latent_attention and m.kv_heads % tp:
-            continue
+            continue   # TP above the query groups: not proposed (docstring)
         for cp in divisors(W // tp):
             if cp > cfg.max_cp and cp != own.cp:
                 continue

@@ -90,19 +90,24 @@ def _gqa_attention(acc: LayerOps, m: ModelArch, b: int, s: int, cp: int, t: int,
     sq, skv, heads, ring, window = attend
     d = m.kv_channels
     g = max(1, m.kv_heads // t)
+    sub = m.kv_heads < t   # Megatron's QKV sub-sharding (legality: Megatron only): see qkv_subsharding
+    width = qkv_subsharding(m, t) if sub else (a + 2 * g) * d
     keep = {"wq": a * d, "wk": g * d, "wv": g * d}
     hp = sum(n for r, n in keep.items() if r in acc.bf16) if acc.recipe else 0
     if hp:
         # linears a torchao converter's filter_fqns leaves in BF16 (torchtitan v0.2's separate wq / wk / wv):
         # the low-precision ones as one GEMM, the BF16 ones as another (training.bf16_linears)
-        lo = (a + 2 * g) * d - hp
+        lo = width - hp
         if lo:
             acc.gemm(T, lo, h, name="QKV (" + ", ".join(r for r in keep if r not in acc.bf16) + ")",
                      input_fused=fused_in, ub="qkv")
         acc.gemm(T, hp, h, lowp=False, name="QKV (" + ", ".join(r for r in keep if r in acc.bf16) + ", bf16)",
                  input_fused=fused_in, ub="qkv")
     else:
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
+        acc.gemm(T, width, h, name="QKV", input_fused=fused_in, ub="qkv")
+    if sub:
+        full = (m.num_attention_heads + 2 * m.kv_heads) * d
+        acc.elem(4.0 * T * full, "QKV sub-sharding: gathered output's concat (bwd: zero-fill + concat)", 1.5, (1, 3))
     if m.qk_layernorm:
         acc.norm(T * (a + g) * d, m, "q/k norm")
     if m.position_embedding in ("rope", "yarn"):
@@ -126,6 +131,28 @@ def _gqa_attention(acc: LayerOps, m: ModelArch, b: int, s: int, cp: int, t: int,
     acc.gemm(T, h, a * d, name="attention out-proj" + (" (bf16)" if "wo" in acc.bf16 else ""), ub="proj",
              lowp="wo" not in acc.bf16)
     return core
+
+
+def qkv_subsharding(m: ModelArch, t: int) -> int:
+    """The QKV GEMM's output width per rank under megatron-core's QKV sub-sharding (fewer query groups ``ng`` than
+    TP ranks ``t``; >= 0.16.0, f7dfb99795), as megatron-core 0.16.1 ``transformer/attention.py`` does it:
+
+    - the fused QKV linear stays column-parallel over its full ``(nq + 2 ng) d`` output (``SelfAttention.__init__``
+      ``linear_qkv_out_dim``; ``ColumnParallelLinear`` divides it by ``t``): ``(nq + 2 ng) d / t`` per rank, the
+      model's QKV FLOPs over ``t`` -- no key / value head is computed twice by the GEMM;
+    - ``get_query_key_value_tensors`` (:1398-1414, :1465-1476) all-gathers that output to the full width (priced in
+      ``cost/tp_comm.py`` ``qkv_subshard_comm``), slices the rank's group (``nq / ng`` query heads, one key and
+      one value head) and indexes its ``nq / t`` query heads: views;
+    - the core attention is built with ``num_query_groups = t`` (:310-316), so it sees ``nq / t`` query heads and
+      one key / value head (``_gqa_attention``'s ``g = 1``); the ``t / ng`` ranks of a group hold the same key /
+      value head, and the norm / RoPE of k run on each of them (``nq / t + 1`` heads per rank).
+
+    ``_gqa_attention`` adds the bandwidth-bound copies around the gather: forward the concatenation of the gathered
+    chunks (``mappings.py`` ``_gather_along_last_dim``: ``torch.cat(...)``, read + write ``T (nq + 2 ng) d`` bf16);
+    backward the slices' gradient (a zero-filled full-width tensor, the group's slice copied in) and the
+    reduce-scatter's split-and-concatenate (``_reduce_scatter_along_last_dim``): 1.5 times the forward bytes, three
+    kernels."""
+    return (m.num_attention_heads + 2 * m.kv_heads) * m.kv_channels // t
 
 
 def rope_fused(prof: Profile, m: ModelArch) -> bool:

@@ -60,6 +60,14 @@ Context parallelism, ``cp_comm_type="allgather"`` (TransformerEngine
 the same since v1.13): forward all-gathers K and V separately (``gather_along_first_dim``);
 backward all-gathers them again (only the local K, V are saved) and reduce-scatters dK and dV
 (``reduce_scatter_along_first_dim``): 2 forward, 2 + 2 backward per layer.
+
+QKV sub-sharding (``where="qkv_gather"``, in every Megatron layer's list by :func:`layer_calls`): with fewer
+query groups than TP ranks (megatron-core >= 0.16.0, f7dfb99795) ``SelfAttention.get_query_key_value_tensors``
+(0.16.1 ``transformer/attention.py``:1398-1414) all-gathers the QKV linear's output along its last dimension
+(``all_gather_last_dim_from_tensor_parallel_region``) before slicing the rank's group out; the autograd function
+(``tensor_parallel/mappings.py``:380-397 ``_AllGatherFromTensorParallelRegion``) reduce-scatters the gradient in
+the backward (``_reduce_scatter_along_last_dim``): one all-gather forward, one reduce-scatter backward, each of
+the full-width ``[T, (nq + 2 ng) d]`` output in the activation dtype (:func:`qkv_subshard_bytes`).
 """
 
 from __future__ import annotations
@@ -77,7 +85,8 @@ class Call:
     op: str       # "all_reduce" | "all_gather" | "reduce_scatter"
     nbytes: float  # all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the input
     group: str    # "tp" | "cp"
-    where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "embedding" | "head" | "loss"
+    where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "qkv_gather" (each layer's
+    #               QKV sub-sharding calls) | "embedding" | "head" | "loss"
 
 
 def rank_tokens(plan: Plan) -> int:
@@ -118,6 +127,25 @@ def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
             one = act / 2 * (1 + 1 / 32)
             return one, 2 * one, one
     return act, act, act
+
+
+def qkv_subsharded(plan: Plan) -> bool:
+    """Whether ``plan``'s attention runs megatron-core's QKV sub-sharding: Megatron, no MLA, fewer query groups
+    than TP ranks (0.16.1 ``transformer/attention.py``:289 and :1398, ``num_query_groups < world_size``)."""
+    m = plan.model
+    return plan.framework == "megatron" and not m.multi_latent_attention and m.kv_heads < plan.parallel.tp
+
+
+def qkv_subshard_bytes(plan: Plan) -> float:
+    """Gathered bytes of the QKV sub-sharding all-gather (and its backward reduce-scatter's input): the fused
+    QKV output of ``T`` tokens at its full width ``(nq + 2 ng) d`` (``SelfAttention.linear_qkv_out_dim``; the
+    linear's output, gathered before any norm or RoPE; the GEMM's high-precision output dtype, bf16, under FP8
+    recipes too); 0 when the plan does not sub-shard (:func:`qkv_subsharded`)."""
+    if not qkv_subsharded(plan):
+        return 0.0
+    m = plan.model
+    width = (m.num_attention_heads + 2 * m.kv_heads) * m.kv_channels
+    return float(rank_tokens(plan) * width * 2)
 
 
 def titan_replicated_grads(plan: Plan, moe: bool = False) -> list[float]:
@@ -180,6 +208,9 @@ def tp_calls(plan: Plan) -> list[Call]:
     else:
         add("fwd", "all_reduce", "layer", 2)
         add("bwd", "all_reduce", "layer", 2)
+    if qkv_subsharded(plan):   # module doc: the QKV output's all-gather and its gradient's reduce-scatter
+        add("fwd", "all_gather", "qkv_gather", 1, qkv_subshard_bytes(plan))
+        add("bwd", "reduce_scatter", "qkv_gather", 1, qkv_subshard_bytes(plan))
     if megatron or titan:
         if p.sequence_parallel:
             add("fwd", "reduce_scatter", "embedding")
@@ -199,10 +230,11 @@ def tp_calls(plan: Plan) -> list[Call]:
 
 def layer_calls(plan: Plan, moe: bool = False) -> list[Call]:
     """The TP calls of one layer: with ``moe``, a MoE layer's own list where it has one
-    (``where="moe_layer"``, TorchTitan's), else the layer's (:func:`tp_calls`)."""
+    (``where="moe_layer"``, TorchTitan's), else the layer's (:func:`tp_calls`); with Megatron's QKV
+    sub-sharding its attention's all-gather and reduce-scatter (``where="qkv_gather"``) in either."""
     calls = tp_calls(plan)
     mine = [c for c in calls if c.where == "moe_layer"] if moe else []
-    return mine or [c for c in calls if c.where == "layer"]
+    return (mine or [c for c in calls if c.where == "layer"]) + [c for c in calls if c.where == "qkv_gather"]
 
 
 def cp_calls(plan: Plan) -> list[Call]:

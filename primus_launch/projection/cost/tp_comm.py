@@ -15,6 +15,9 @@ slow the GEMMs, ``cost/contention.py``) and the calibrated ``ASYNC_TP_OVERLAP`` 
 async TP; without it, Megatron still hides the column-parallel linears' backward re-all-gather behind
 their dgrad GEMMs and their dgrad reduce-scatter (all-reduce) behind their wgrad GEMMs, unless the
 1F1B all-to-all overlap's ``CUDA_DEVICE_MAX_CONNECTIONS`` > 1 takes that away (:func:`cdmc_unordered`).
+Megatron's QKV sub-sharding all-gather and its backward reduce-scatter (:func:`qkv_subshard_comm`) are plain
+NCCL calls on the compute stream between the QKV GEMM and the attention (neither userbuffers nor the
+column-parallel linears' async backward take them): always exposed.
 """
 
 from __future__ import annotations
@@ -55,9 +58,28 @@ def tp_layer_comm(plan: Plan, spec: GPUSpec, lay: Layout, moe: bool = False) -> 
     return lc.priced(lc.layer_calls(plan, moe), spec.name, {"tp": lay.tp})
 
 
+def qkv_subshard_comm(plan: Plan, spec: GPUSpec, lay: Layout) -> tuple[float, float]:
+    """Seconds (forward, backward) of one layer's QKV sub-sharding collectives (megatron-core >= 0.16.0 with
+    fewer query groups than TP ranks; :mod:`cost.layer_collectives`, ``where="qkv_gather"``): the all-gather of
+    the full-width QKV output and its gradient's reduce-scatter, by the collectives model on the TP group's
+    placement; (0, 0) otherwise."""
+    if plan.parallel.tp <= 1 or not lc.qkv_subsharded(plan):
+        return 0.0, 0.0
+    return lc.priced([c for c in lc.tp_calls(plan) if c.where == "qkv_gather"], spec.name, {"tp": lay.tp})
+
+
 def tp_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,
                lay: Layout) -> tuple[float, float]:
-    """TP seconds of one layer left exposed (module doc).
+    """TP seconds of one layer left exposed: the QKV sub-sharding collectives (:func:`qkv_subshard_comm`) in
+    full, the rest by :func:`_exposed_linears`."""
+    sub_f, sub_b = qkv_subshard_comm(plan, spec, lay)
+    f, b = _exposed_linears(plan, (raw[0] - sub_f, raw[1] - sub_b), lt, spec, lay)
+    return f + sub_f, b + sub_b
+
+
+def _exposed_linears(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,
+                     lay: Layout) -> tuple[float, float]:
+    """TP seconds of the layer's linears' collectives left exposed (module doc).
 
     ``tp_comm_overlap`` pipelines them with the layer's GEMMs (TE userbuffers; TorchTitan async TP).
     Without it, Megatron's column-parallel linears (TE ``_LayerNormLinear`` / ``_Linear`` backward,

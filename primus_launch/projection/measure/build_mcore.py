@@ -275,7 +275,9 @@ def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: 
     etp = p.expert_tp if per_rank else 1
     dtype = torch_dtype(plan)
     heads = m.num_attention_heads // tp
-    groups = (m.kv_heads // tp) if not m.multi_latent_attention else None
+    # QKV sub-sharding (fewer query groups than TP ranks): one key / value group per rank, as the rank's core
+    # attention has (_megatron_substitutions)
+    groups = max(1, m.kv_heads // tp) if not m.multi_latent_attention else None
     kw: dict[str, Any] = dict(
         num_layers=len(kinds),
         hidden_size=m.hidden_size,
@@ -466,6 +468,17 @@ def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, boo
             subs.append(Substitution(("layer", "attn_core"), f"vanilla softmax in the core (plan: {m.softmax_type}; "
                                      "the layer builds its softmax_offset)", "torch SDPA has no attention sink",
                                      "not corrected: the sink adds one logit per query row (< 1/s of the core's work)"))
+    if p.tp > 1 and not m.multi_latent_attention and m.kv_heads < p.tp:
+        nq, ng, d = m.num_attention_heads, m.kv_heads, m.kv_channels
+        subs.append(Substitution(("layer",), f"one whole key / value group per rank: QKV {(nq // p.tp + 2) * d} wide "
+                                 f"(plan: megatron-core's QKV sub-sharding, {(nq + 2 * ng) * d // p.tp} wide, its "
+                                 "output "
+                                 f"all-gathered to {(nq + 2 * ng) * d} and the rank's group sliced out)",
+                                 f"{ng} query groups < TP {p.tp}: a world-size-1 build has no TP group to gather over; "
+                                 "the core attention is the same (nq / tp query heads, one key / value head)",
+                                 "the all-gather and its reduce-scatter added analytically (cost/tp_comm.py "
+                                 "qkv_subshard_comm); not corrected: the measured QKV GEMM is "
+                                 f"{2 * d - 2 * ng * d // p.tp} columns wider, the gather's copies are not in it"))
     if m.position_embedding == "yarn" and not m.multi_latent_attention:
         subs.append(Substitution(("layer", "embedding"), "plain RoPE instead of YaRN",
                                  "GPTModel's YaRN needs the MLA config's YaRN fields; the rotation kernels are the same",

@@ -117,7 +117,7 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
     vocab = m.padded_vocab_size(p.tp) // p.tp
     common = {"hidden": m.hidden_size, "seq": s, "mbs": b}
     attn = {"heads": m.num_attention_heads // p.tp,
-            "kv_heads": (m.kv_heads // p.tp) if not m.multi_latent_attention else None,
+            "kv_heads": max(1, m.kv_heads // p.tp) if not m.multi_latent_attention else None,
             "kv_channels": m.kv_channels, "qkv_bias": m.add_qkv_bias, "qk_norm": m.qk_layernorm,
             "pos": m.position_embedding,
             "mla": [m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim]
