@@ -138,6 +138,8 @@ SIGNAL_CHILD = """
         sys.exit(7 if role == "parent" else 0)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGUSR1, on_signal)
+    signal.signal(signal.SIGUSR2, on_signal)
     say(f"{role} ready pid={os.getpid()} pgid={os.getpgrp()}")
     while True:
         time.sleep(0.05)
@@ -148,9 +150,11 @@ def _ready_lines(stream, n: int) -> list[str]:
     return [stream.readline().strip() for _ in range(n)]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2])
 def test_signal_forwarded_to_process_group(tmp_path, wrapper, sig):
-    """A signal to primus-launch reaches the child and its worker (one process group), like torchrun."""
+    """A signal to primus-launch reaches the child and its worker (one process group), like torchrun.
+    SIGUSR1 / SIGUSR2 too (Slurm's ``--signal=USR1@N`` before the time limit): at their default action
+    they would end primus-launch alone and orphan the command."""
     prog = _script(tmp_path, SIGNAL_CHILD)
     # own session for the wrapper, so that nothing else in the test's group is touched
     p = subprocess.Popen(wrapper + [sys.executable, prog, "parent"], stdout=subprocess.PIPE, text=True,
@@ -172,6 +176,19 @@ def test_signal_forwarded_to_process_group(tmp_path, wrapper, sig):
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_ignored_sigusr1_is_inherited_ignored(tmp_path, wrapper):
+    """Started with SIGUSR1 ignored, primus-launch neither handles nor forwards it: the command inherits
+    SIG_IGN, as it would when started directly (the same rule as SIGHUP under nohup)."""
+    prog = _script(tmp_path, """
+        import signal
+        print(signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN, signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN)
+    """)
+    r = subprocess.run(wrapper + [sys.executable, prog], capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: signal.signal(signal.SIGUSR1, signal.SIG_IGN))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "False"]
 
 
 def test_unhandled_sigterm_gives_143(tmp_path, wrapper):

@@ -9,10 +9,15 @@ Contract (issue 7):
   for a job), so that a signal meant for the job reaches torchrun *and* every worker it spawned; on an
   interactive terminal that group is given the terminal while it runs (:mod:`.terminal`), so that a
   read of it (``breakpoint()``, ``input()``) does not stop it, and Ctrl-C / Ctrl-Z reach it;
-- SIGINT, SIGTERM, SIGHUP and SIGQUIT received by primus-launch are forwarded to that whole process
-  group (``killpg``); a signal that arrives while the child is being started is delivered right
-  after it exists; a SIGHUP primus-launch was started to ignore (``nohup primus-launch -- ...``) is
-  neither forwarded nor handled, so the command inherits it ignored, as it would from ``nohup cmd``;
+- SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 received by primus-launch are forwarded to that
+  whole process group (``killpg``); a signal that arrives while the child is being started is delivered
+  right after it exists.  SIGUSR1 / SIGUSR2 are what schedulers send ahead of a time limit (Slurm
+  ``--signal=USR1@120``, the checkpoint-and-requeue hook of NeMo / Lightning): left at their default
+  action they would end primus-launch alone and leave the command running without its parent, so they
+  are forwarded like SIGTERM and the command decides.  A SIGHUP primus-launch was started to ignore
+  (``nohup primus-launch -- ...``) is neither forwarded nor handled, so the command inherits it ignored,
+  as it would from ``nohup cmd``; so is SIGUSR1 / SIGUSR2 when primus-launch was started with it
+  ignored;
 - the return value is the child's exit status, or ``128 + N`` when it was killed by signal ``N``
   (POSIX shell convention, e.g. 137 for SIGKILL, 143 for SIGTERM); a command that cannot be found
   gives 127 and one that cannot be executed gives 126 (as ``env``, ``nohup`` and shells do).
@@ -35,7 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from primus_launch.projection.result import ProjectionResult
 
 FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (
-    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+#: forwarded signals whose inherited ``SIG_IGN`` is kept (the command inherits them ignored)
+_KEPT_IF_IGNORED: tuple[signal.Signals, ...] = (signal.SIGUSR1, signal.SIGUSR2)
 
 GIB = 1024 ** 3
 
@@ -101,6 +108,8 @@ def run_command(argv: list[str]) -> int:
     previous = {}
     for sig in FORWARDED_SIGNALS:
         if sig == signal.SIGHUP and interrupt.hangup_ignored():  # nohup: the command inherits it ignored
+            continue
+        if sig in _KEPT_IF_IGNORED and signal.getsignal(sig) == signal.SIG_IGN:
             continue
         try:
             previous[sig] = signal.signal(sig, forward)
