@@ -77,7 +77,8 @@ def test_a_written_candidate_reads_back_as_itself(tmp_path_factory, data):
         # the reader says DDP; the same run, projected the same
         if set(diff) <= {"parallel.dp_sharding", "training.overlap_param_gather"}:
             a, b = project_dry_run(tuned), project_dry_run(back)
-            assert (a.iteration_time_s, a.memory.peak_bytes_per_gpu) == (b.iteration_time_s, b.memory.peak_bytes_per_gpu)
+            assert (a.iteration_time_s, a.memory.peak_bytes_per_gpu) == (b.iteration_time_s,
+                                                                         b.memory.peak_bytes_per_gpu)
             back = back.model_copy(update={"parallel": back.parallel.model_copy(
                 update={"dp_sharding": tuned.parallel.dp_sharding}), "training": back.training.model_copy(
                 update={"overlap_param_gather": tuned.training.overlap_param_gather})})
