@@ -30,12 +30,13 @@ What must hold, and where it comes from:
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+
+from plan_draws import MEGATRON, RECIPES, ROOT, draw_plan, recipe
 
 from primus_launch.adapters import load_recipe
 from primus_launch.plan import Plan, PlanError
@@ -43,30 +44,13 @@ from primus_launch.projection.cost.flops import model_flops_per_iteration
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware import gpus
 from primus_launch.projection.memory.verdict import verdict
-from primus_launch.tuner.space import Space, apply_knobs, validated
+from primus_launch.tuner.space import apply_knobs, validated
 
-ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "recipes").rglob("*") if p.is_file())
-MEGATRON = [r for r in RECIPES if "torchtitan" not in r and "mi300x" not in r]
 VERDICTS = ("fits", "tight", "does not fit")
 REL = 1e-9
 SETTINGS = settings(max_examples=25, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large])
-
-
-@lru_cache(maxsize=None)
-def recipe(path: str) -> tuple[Plan, Space]:
-    plan = load_recipe(ROOT / path)
-    return plan, Space(plan)
-
-
-def draw_plan(data: st.DataObject, recipes: list[str] = RECIPES) -> Plan:
-    """A bundled recipe's plan with one of its tuner candidates applied (the recipe's own plan first)."""
-    path = data.draw(st.sampled_from(recipes), label="recipe")
-    plan, sp = recipe(path)
-    i = data.draw(st.integers(-1, len(sp) - 1), label="candidate")
-    return plan if i < 0 else validated(apply_knobs(plan, sp[i]))
 
 
 def changed(plan: Plan, **sections: dict) -> Plan | None:

@@ -11,28 +11,19 @@ candidates at random."""
 from __future__ import annotations
 
 import difflib
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from plan_draws import RECIPES, ROOT, recipe
+
 from primus_launch.adapters import load_recipe, native_path, write_recipe
 from primus_launch.plan import Plan
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.tuner.engine import plan_changes
-from primus_launch.tuner.space import Space, apply_knobs, validated
-
-ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "recipes").rglob("*") if p.is_file())
-
-
-@lru_cache(maxsize=None)
-def recipe(path: str) -> tuple[Plan, Space]:
-    plan = load_recipe(ROOT / path)
-    return plan, Space(plan)
-
+from primus_launch.tuner.space import apply_knobs, validated
 
 def _section(plan: Plan, name: str) -> dict:
     d = getattr(plan, name).model_dump()

@@ -14,27 +14,14 @@ purpose is refused by the same calls, so the test can fail."""
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from primus_launch.adapters import load_recipe
+from plan_draws import MEGATRON, draw_plan, recipe
+
 from primus_launch.plan import Plan
-from primus_launch.tuner.space import Space, apply_knobs, validated
-
-ROOT = Path(__file__).resolve().parents[1]
-MEGATRON = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "recipes").rglob("*") if p.is_file()
-                  and "torchtitan" not in str(p) and "mi300x" not in p.name)
-
-
-@lru_cache(maxsize=None)
-def recipe(path: str) -> tuple[Plan, Space]:
-    plan = load_recipe(ROOT / path)
-    return plan, Space(plan)
-
 
 def mcore_full_config(p: Plan):
     """megatron-core's config of the whole model at the plan's parallel sizes, with the fields the tuner varies."""
@@ -109,11 +96,8 @@ def megatron_refusals(p: Plan) -> list[str]:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_megatron_core_accepts_every_candidate(data):
-    path = data.draw(st.sampled_from(MEGATRON), label="recipe")
-    plan, sp = recipe(path)
-    i = data.draw(st.integers(-1, len(sp) - 1), label="candidate")
-    p = plan if i < 0 else validated(apply_knobs(plan, sp[i]))
-    assert megatron_refusals(p) == [], (path, p.parallel_summary(), sp[i] if i >= 0 else "recipe")
+    p = draw_plan(data, MEGATRON)
+    assert megatron_refusals(p) == [], (p.source.path, p.parallel_summary())
 
 
 @pytest.mark.parametrize("parallel,training,words", [
