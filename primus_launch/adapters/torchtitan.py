@@ -1248,9 +1248,13 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
         put("training.steps", t.train_iters, 10000)
     if t.compile != ot.compile:
         put("compile.enable", t.compile, False)
+    if t.compile and (t.compile, t.compile_loss) != (ot.compile, ot.compile_loss):
+        # the components the plan compiles: the model, and the loss where the plan says so (a candidate that turns
+        # compile on compiles the loss too, tuner/knobs.py apply_knobs; the reader's compile_loss is "loss" in them)
         comps = list(cur("compile.components", ["model", "loss"]) or [])
-        if t.compile and "model" not in comps:
-            put("compile.components", ["model", *comps], ["model", "loss"])
+        want = ["model", *[c for c in comps if c not in ("model", "loss")]] + (["loss"] if t.compile_loss else [])
+        if sorted(want) != sorted(comps):
+            put("compile.components", want, ["model", "loss"])
 
     # ---- degrees
     put("parallelism.tensor_parallel_degree", p.tp, 1)

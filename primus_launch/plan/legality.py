@@ -324,7 +324,8 @@ def torchtitan_problems(plan: PlanSections) -> list[Problem]:
     refuse a TorchTitan recipe that breaks them and the tuner never proposes one.
 
     Sources: ``ParallelDims`` (v0.2.2: EP is carved out of dp_shard x cp, x tp when etp = 1, so ep
-    must divide ``dp_shard*cp*tp/etp``; etp is 1 or tp), ``Decoder.Config.update_from_config`` (no
+    must divide ``dp_shard*cp*tp/etp``; etp is 1 or tp, and tp without EP: ``parallelize.py`` ``apply_moe_ep_tp``
+    gives the experts the TP plan when EP is off), ``Decoder.Config.update_from_config`` (no
     weight tying with PP), ``pipeline_parallel.py`` (single-stage schedules run one stage per rank,
     looped ones >= 2, V schedules exactly 2).
     """
@@ -339,6 +340,11 @@ def torchtitan_problems(plan: PlanSections) -> list[Problem]:
                                                 "(per-op SAC) or full every N layers"))
     dp = plan.cluster.world_size // (p.tp * p.cp * p.pp)
     shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
+    if m.is_moe and p.ep == 1 and p.expert_tp != p.tp:
+        # torchtitan's apply_moe_ep_tp: without EP the experts take the TP mesh's plan (expert_tensor_parallel_degree
+        # is read only with EP; the reader gives expert TP = tp there)
+        out.append(("parallel.etp", p.expert_tp, f"torchtitan shards the experts over TP without EP (expert TP = "
+                                                 f"tp={p.tp}; expert TP 1 only with ep > 1)"))
     if p.ep > 1 and m.is_moe:
         etp = p.expert_tp
         if etp != 1 and plan.source is not None and plan.source.format in ("torchtitan-argv", "torchtitan-script"):

@@ -204,7 +204,12 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         # leaves it (the Primus writer lowers turbo_sync_free_moe_stage to 1 there; a candidate that kept it was
         # priced without the host sync and could not be written back: "cannot express training.moe_sync_free")
         moe_sync_free=t.moe_sync_free and k.dispatcher == "deepep",
-        delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
+        delay_wgrad_compute=k.delay_wgrad, compile=k.compile,
+        # TorchTitan's loss is compiled only with the model's compile on (0.3 compile.enable gates every component;
+        # v0.2 training.compile is one switch): compile turned off leaves nothing compiled, turned on compiles the
+        # loss too (0.3's default components, model + loss; what the writer makes of the recipe)
+        compile_loss=t.compile_loss if k.compile == t.compile else k.compile,
+        precision=k.precision, fp8_recipe=k.fp8_recipe,
         fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
         # fp8 / fp4 over fp32 or fp16 parameters (no --bf16) stays so while the candidate keeps a low precision;
         # a bf16 candidate is --bf16 (plan/legality.py: the field only with fp8 / fp4)

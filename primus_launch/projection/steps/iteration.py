@@ -7,8 +7,8 @@ Breakdown (exposed seconds, summing to the iteration time), on the busiest stage
 compute = its chunk costs without the communication parts; tp/cp/ep_comm = the exposed parts in
 them; dp_comm = FSDP exposed + post-pipeline DP; pp_comm = the sends on the critical path (the first
 forward wave's pp-1 links per chunk and the last backward wave's, 2 (pp-1) vpp sends, at most the
-idle time of stage c; with the combined 1F1B each steady step's wait for its neighbours' sends too);
-bubble = makespan - busy_c - pp_comm; optimizer.
+idle time of stage c; with the combined 1F1B each steady step's wait for its neighbours' sends too, which
+is part of busy_c); bubble = makespan - busy_c - the waves' sends (the idle time of stage c not on them); optimizer.
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ def iteration_costs(s: Setup, stages: StageCosts, pipe: PipelineResult) -> Itera
     # the sends on the critical path: the first forward wave crosses pp-1 links per model chunk and
     # the last backward wave crosses them back (the simulation hides the others behind compute);
     # with the combined 1F1B each steady step also waits for its neighbours' sends (ppin_c)
-    pp_comm = ppin_c + min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * stages.p2p_s)
-    bubble = max(0.0, makespan - busy[c] - pp_comm)
+    # (ppin_c is inside busy[c] already: the bubble is the idle time less the waves' sends only)
+    waves = min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * stages.p2p_s)
+    pp_comm = ppin_c + waves
+    bubble = max(0.0, makespan - busy[c] - waves)
     breakdown = {"compute": compute_c, "tp_comm": tp_c, "cp_comm": cp_c, "ep_comm": ep_c,
                  "dp_comm": dpin_c + dp_post, "pp_comm": pp_comm, "bubble": bubble, "optimizer": opt_s}
     return IterationCosts(tails=tuple(post), tail_stage=crit_post, iteration_s=iteration, critical_stage=c,
