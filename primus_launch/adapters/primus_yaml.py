@@ -1162,12 +1162,28 @@ def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = Non
         overrides = {**said, **dict(overrides or {})}
     plan = _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
         _torchtitan_plan(r, cluster, overrides)
+    plan = _with_env_effects(plan, r.launch_env, te=r.framework == "megatron")
     if said and plan.source is not None:
         names = {"num_nodes": "nodes"}  # as the comment writes them
         shown = " ".join(f"{names.get(k, k)}={v}" for k, v in said.items())
         plan.source.notes.insert(0, f"cluster {shown}: from the file's '# primus-launch:' comment (give --gpu / "
                                     "--nodes / --gpus-per-node for another)")
     return plan
+
+
+def _with_env_effects(plan: Plan, env: Mapping[str, str], te: bool) -> Plan:
+    """``plan`` with the launch environment's variables that change time and are not modelled
+    (``launch_env_effects``: the experiment's ``env:`` and the launch's own) among its unmodelled entries."""
+    from primus_launch.adapters.launch_env_effects import env_unmodelled
+
+    if plan.source is None:
+        return plan
+    said = {u.flag for u in plan.source.unmodelled}
+    more = [u for u in env_unmodelled(env, te=te) if u.flag not in said]
+    if not more:
+        return plan
+    src = plan.source.model_copy(update={"unmodelled": list(plan.source.unmodelled) + more})
+    return plan.model_copy(update={"source": src})
 
 
 def comment_cluster_fields(text: str) -> dict[str, Any]:

@@ -535,6 +535,28 @@ def command_lines(text: str, args: tuple[str, ...] = (), start_env: Optional[dic
     return out
 
 
+def launch_exports(text: str) -> dict[str, str]:
+    """The variables the script hands its launch: ``export NAME=value`` lines and the ``NAME=value`` words before a
+    command (the shell puts both in the command's environment; a plain ``NAME=value`` line stays the shell's)."""
+    env: dict[str, Assign] = {}
+    out: dict[str, str] = {}
+    for a, b in _logical_lines(text):
+        line = text[a:b]
+        m = _ASSIGN.match(line)
+        if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
+            val = _expand(_unquote(m.group(2).split(" #")[0].rstrip()), env)
+            env[m.group(1)] = Assign(val, a, a)
+            if line.lstrip().startswith("export "):
+                out[m.group(1)] = val
+            continue
+        for t in _tokens(text, a, b, env):
+            if not ENV_WORD.match(t.text):
+                break
+            name, _, val = t.text.partition("=")
+            out[name] = val
+    return out
+
+
 def script_argv(text: str, path: str) -> list[str]:
     """The launch line of the script, expanded."""
     return script_launch(text, path)[0]
@@ -633,6 +655,10 @@ def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     src.notes.extend(_count_notes(unstated, ov))
+    from primus_launch.adapters.launch_env_effects import env_unmodelled
+
+    known = {u.flag for u in src.unmodelled}
+    src.unmodelled.extend(u for u in env_unmodelled(launch_exports(text), te=False) if u.flag not in known)
     gpu_note = default_gpu_note(cluster, {**ov, **said})
     if gpu_note is not None:
         src.notes.append(gpu_note)
