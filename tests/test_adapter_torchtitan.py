@@ -507,6 +507,9 @@ def test_titan_unconverted_experts_cost_the_bf16_plans_expert_gemms():
     assert 0 < sum(rm[quant]) < sum(rl_[quant]) and quant not in rb
     assert not any(n.startswith("torchao MXFP8 wgrad") for n in rm) and any(n.startswith("torchao MXFP8 wgrad")
                                                                             for n in rl_)
+    from primus_launch.projection.explain import framework_rows
+    assert "BF16 experts" in dict(framework_rows(mix))["MoE expert GEMMs / dispatcher sync"]
+    assert "BF16 experts" not in dict(framework_rows(low))["MoE expert GEMMs / dispatcher sync"]
     # torchao's float8 FSDP all-gather wraps Float8Linear weights only: the unconverted experts gather bf16
     from primus_launch.projection.cost.fsdp import fsdp_bytes
     _, f8 = _titan_unmodelled('converters = ["float8"]\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true')
