@@ -474,16 +474,48 @@ def _titan_unmodelled(extra: str) -> dict[str, str]:
     return {u.flag + "=" + u.value: u.effect for u in plan.source.unmodelled}, plan
 
 
-def test_titan_mx_linear_only_leaves_experts_bf16_reported():
+def test_titan_mx_linear_only_leaves_experts_bf16_priced():
     """torchtitan v0.2.1 quantize.linear.mx swaps nn.Linear only (components/quantization/mx.py
     MXLinearConverter); the routed experts are 3-D parameters of torch._grouped_mm and stay BF16 without
-    quantize.grouped_mm.mx (MXGroupedMMConverter)."""
+    quantize.grouped_mm.mx (MXGroupedMMConverter): the plan says so (training.bf16_linears 'experts'), no
+    'not modelled' warning."""
     un, plan = _titan_unmodelled('converters = ["quantize.linear.mx"]')
-    assert plan.training.fp8_recipe == "mxfp8"
-    assert any(k.startswith("model.converters=") and "experts" in v for k, v in un.items())
+    assert plan.training.fp8_recipe == "mxfp8" and plan.training.bf16_linears == ("experts",)
+    assert not un, un
     un2, plan2 = _titan_unmodelled('converters = ["quantize.linear.mx", "quantize.grouped_mm.mx"]\n'
                                    '[quantize.grouped_mm.mx]\nfqns = ["experts"]\nrecipe_name = "mxfp8"')
     assert plan2.training.fp8_recipe == "mxfp8" and not un2  # MXLinear's default filter_fqns is ["output"]
+    assert plan2.training.bf16_linears == ()
+
+
+def test_titan_unconverted_experts_cost_the_bf16_plans_expert_gemms():
+    """user16: FP8 / MX linears with the experts left BF16 were priced all-low-precision.  Against the same plan
+    all-MXFP8 and all-BF16: the experts' grouped GEMMs cost exactly the BF16 plan's, the attention and shared-expert
+    GEMMs exactly the MXFP8 plan's, and the experts' quantize kernels (and torchao's MX scale rearrange) are gone."""
+    from primus_launch.projection.cost import roofline as rl
+
+    _, mix = _titan_unmodelled('converters = ["quantize.linear.mx"]')
+    low = mix.with_changes(training={"bf16_linears": ()})
+    b16 = mix.with_changes(training={"precision": "bf16", "fp8_recipe": None, "bf16_linears": ()})
+    rows = [{r[0].split(" [")[0]: r[1:4] for r in rl.layer_op_times(p)["moe"]} for p in (mix, low, b16)]
+    rm, rl_, rb = rows
+    for name in ("experts (grouped) FC1", "experts (grouped) FC2"):
+        assert rm[name] == rb[name] and rm[name][0] > rl_[name][0]
+    for name in ("QKV", "attention out-proj", "shared expert FC1", "shared expert FC2"):
+        assert rm[name] == rl_[name] and rm[name][0] < rb[name][0]
+    quant = "FP8 quantisation"
+    assert 0 < sum(rm[quant]) < sum(rl_[quant]) and quant not in rb
+    assert not any(n.startswith("torchao MXFP8 wgrad") for n in rm) and any(n.startswith("torchao MXFP8 wgrad")
+                                                                            for n in rl_)
+    from primus_launch.projection.explain import framework_rows
+    assert "BF16 experts" in dict(framework_rows(mix))["MoE expert GEMMs / dispatcher sync"]
+    assert "BF16 experts" not in dict(framework_rows(low))["MoE expert GEMMs / dispatcher sync"]
+    # torchao's float8 FSDP all-gather wraps Float8Linear weights only: the unconverted experts gather bf16
+    from primus_launch.projection.cost.fsdp import fsdp_bytes
+    _, f8 = _titan_unmodelled('converters = ["float8"]\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true')
+    eb = fsdp_bytes(f8)
+    assert f8.training.fp8_param_gather and (eb.param, eb.expert_param) == (1.0, 2.0)
+    assert fsdp_bytes(f8.with_changes(training={"bf16_linears": ()})).expert_param == 1.0
 
 
 def test_titan_filter_fqns_reported_against_the_bf16_linears_the_projection_keeps():
@@ -508,10 +540,10 @@ def test_titan_grouped_fqns_without_their_converter_do_nothing():
     un, plan = _titan_unmodelled('[quantize.grouped_mm.float8]\nfqns = ["experts"]')
     assert plan.training.precision == "bf16" and not un, un
     assert any("grouped_mm.float8.fqns ignored" in n for n in plan.source.notes)
-    # with the linear FP8 converter but not the grouped one, the experts stay BF16 under an FP8 plan: warned
+    # with the linear FP8 converter but not the grouped one, the experts stay BF16 under an FP8 plan: priced so
     un2, plan2 = _titan_unmodelled('converters = ["float8"]\n[quantize.grouped_mm.float8]\nfqns = ["experts"]')
-    assert plan2.training.precision == "fp8"
-    assert any(k.startswith("model.converters=") and "experts" in v for k, v in un2.items()), un2
+    assert plan2.training.precision == "fp8" and plan2.training.bf16_linears == ("experts",)
+    assert not any(k.startswith("model.converters=") for k in un2), un2
     # named in the converters, the grouped FP8 of a BF16 plan is the unmodelled mix, as before
     un3, _ = _titan_unmodelled('converters = ["quantize.grouped_mm.float8"]\n[quantize.grouped_mm.float8]\n'
                                'fqns = ["experts"]')

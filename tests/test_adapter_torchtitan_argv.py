@@ -227,9 +227,9 @@ def test_user_config_module_read_through_torchtitan_once(tmp_path, monkeypatch):
     assert plan_from_command(argv).model_dump() == plan.model_dump()
 
 
-def test_03_linear_only_converter_on_moe_reports_bf16_experts():
+def test_03_linear_only_converter_on_moe_prices_bf16_experts():
     """torchtitan 0.3's MXFP8LinearConverter converts Linear modules only; without
-    MXFP8GroupedExpertsConverter the experts' grouped GEMMs stay BF16, which is reported."""
+    MXFP8GroupedExpertsConverter the experts' grouped GEMMs stay BF16, which the plan prices."""
     import copy
 
     from primus_launch.adapters.titan_snapshot import config_entry
@@ -239,16 +239,17 @@ def test_03_linear_only_converter_on_moe_reports_bf16_experts():
     cl = Cluster(gpu="b200", num_nodes=1, gpus_per_node=8)
     job["training"]["disable_cuda_graphs"] = True
 
-    def expert_warnings(j):
+    def bf16_experts(j):
         plan = plan_from_job(j, cl, version="0.3")
         assert plan.training.fp8_recipe == "mxfp8"
-        return [u for u in plan.source.unmodelled if u.flag == "model.converters" and "experts" in u.effect]
+        assert not [u for u in plan.source.unmodelled if u.flag == "model.converters" and "experts" in u.effect]
+        return "experts" in plan.training.bf16_linears
 
     assert [c["type"] for c in job["model"]["_converters03"]] == ["MXFP8LinearConverter", "MXFP8GroupedExpertsConverter"]
-    assert expert_warnings(job) == []
+    assert not bf16_experts(job)
     linear_only = copy.deepcopy(job)
     linear_only["model"]["_converters03"] = linear_only["model"]["_converters03"][:1]
-    assert len(expert_warnings(linear_only)) == 1
+    assert bf16_experts(linear_only)   # priced in BF16 (training.bf16_linears), not warned
 
 
 # torchtitan 0.3.0's ConfigManager.parse_args hands the line to tyro (torchtitan/config/manager.py), which

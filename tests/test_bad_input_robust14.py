@@ -131,7 +131,7 @@ def _tok_recipe(files: dict[str, str]) -> dict[str, str]:
 def test_a_tokenizer_of_no_tokenizer_shape_is_not_read(tmp_path: Path, files: dict[str, str]) -> None:
     (tmp_path / "tok").mkdir()
     line = _refused(tmp_path, _tok_recipe(files), ["--project", "r.sh", *DRY], "--tokenizer-model='tok'",
-                    "a local tokenizer", "--vocab-size N")
+                    "a local tokenizer", "add --vocab-size N to the recipe's Megatron arguments")
     assert "--vocab-size=" not in line  # a flag the recipe never wrote
     assert local_vocab(str(tmp_path / "tok")) is None
 
@@ -201,3 +201,26 @@ def test_version_into_a_pipe_and_a_file_is_written(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "primus_launch", "--version"], cwd=tmp_path, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert p.returncode == 0 and p.stdout.decode().startswith("primus-launch ") and not p.stderr
+
+
+# ------------------------------------------------------------------ the vocabulary refusal names what to add, and where
+def test_vocab_refusal_names_the_recipes_own_argument_and_it_works(tmp_path: Path) -> None:
+    """user16: "pass --vocab-size N" read as a primus-launch option (there is none); the refusal now says to add
+    it to the recipe's Megatron arguments (a Primus experiment: its overrides' key), and doing that loads."""
+    unknown = "--tokenizer-model no/such-tokenizer"
+    bash = BASH.replace("--tokenizer-model meta-llama/Llama-3.1-8B", unknown)
+    line = _refused(tmp_path, {"r.sh": bash}, ["--project", "r.sh", *DRY], "vocabulary size unknown",
+                    "add --vocab-size N to the recipe's Megatron arguments")
+    assert "pass --vocab-size" not in line
+    fixed = bash.replace(unknown, unknown + " --vocab-size 128256")
+    assert fixed != bash
+    _project(tmp_path, {"ok.sh": fixed}, ["--project", "ok.sh", *DRY])
+
+    prim = (ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
+    bad = prim.replace("tokenizer_model: meta-llama/Llama-3.1-8B", "tokenizer_model: no/such-tokenizer")
+    line = _refused(tmp_path, {"p.yaml": bad}, ["--project", "p.yaml", *DRY], "vocabulary size unknown",
+                    "add vocab_size: N under modules.pre_trainer.overrides")
+    assert "--vocab-size N" not in line
+    fixed = bad.replace("    overrides:\n", "    overrides:\n      vocab_size: 128256\n")
+    assert fixed != bad
+    _project(tmp_path, {"okp.yaml": fixed}, ["--project", "okp.yaml", *DRY])

@@ -130,3 +130,18 @@ def test_a_group_without_the_plans_kind_says_so():
     assert "kind" in b.relaxed and b.group.endswith(", none of them dense")
     b = bm.band_from_rows(d, moe + _rows(dict(d, framework="torchtitan", precision="fp8"), [0.0]))
     assert "kind" in b.relaxed and "none of them" not in b.group
+
+
+@pytest.mark.parametrize("prec", ["fp16", "fp32"])
+def test_a_16_or_32_bit_plan_is_labelled_by_its_dtype_not_bf16(prec):
+    """user16: an FP16 recipe's band read "... / BF16 / ..."; the grouping is unchanged (fp16 / fp32 judged with
+    the bf16 rows: band_dims), only the label says what the group is."""
+    ref, b = bm.band_for(_plan()), bm.band_for(_plan(precision=prec))
+    if ref is None:
+        pytest.skip("no bands file")
+    assert bm.band_dims(_plan(precision=prec)) == bm.band_dims(_plan())
+    assert (b.low, b.high, b.median, b.n, b.relaxed) == (ref.low, ref.high, ref.median, ref.n, ref.relaxed)
+    assert "precision" not in ref.relaxed   # the exact group (H100 dense megatron): the label carries the dtype
+    parts = b.group.split(" / ")
+    assert "BF16" in ref.group.split(" / ") and "BF16" not in parts
+    assert f"{prec.upper()} (pooled with BF16 rows)" in parts

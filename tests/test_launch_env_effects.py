@@ -70,3 +70,35 @@ def test_script_exports_at_their_defaults_are_not_reported(tmp_path: Path):
     got = _unmodelled(load_recipe(f, CL))
     assert got.get("NCCL_ALGO") == "Tree"  # any forced algorithm
     assert "NVTE_FWD_LAYERNORM_SM_MARGIN" not in got and "NVTE_ALLOW_NONDETERMINISTIC_ALGO" not in got
+
+
+# ------------------------------------------------------------------ Primus experiments and TorchTitan scripts (user16)
+def test_primus_env_block_and_titan_script_exports_are_said(tmp_path):
+    """The table covered Megatron-family formats only: a Primus experiment's ``env:`` (Primus's runtime exports
+    it: primus/core/runtime/train_runtime.py ``os.environ[k] = str(v)``) and a TorchTitan script's exports /
+    launch-line prefixes now reach it; a plain (unexported) assignment does not reach torchrun, and TorchTitan
+    runs no Transformer Engine module, so its NVTE_* variables say nothing."""
+    from pathlib import Path
+
+    from primus_launch.adapters.primus_yaml import plan_from_text
+    from primus_launch.adapters.torchtitan_script import load_titan_script
+
+    root = Path(__file__).resolve().parents[1]
+    exp = (root / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
+    base = {u.flag for u in plan_from_text(exp, root / "recipes/primus/MI355X/llama3.1_8b.yaml").source.unmodelled}
+    assert "NCCL_ALGO" not in base
+    withenv = exp.replace("modules:\n", "env:\n  NCCL_ALGO: Ring\n  NVTE_ALLOW_NONDETERMINISTIC_ALGO: 0\n"
+                          "  NCCL_PROTO: \"\"\nmodules:\n", 1)
+    assert withenv != exp
+    un = {u.flag: u.value for u in plan_from_text(withenv, root / "recipes/primus/MI355X/llama3.1_8b.yaml")
+          .source.unmodelled}
+    assert un.get("NCCL_ALGO") == "Ring" and un.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO") == "0"
+    assert "NCCL_PROTO" not in un   # empty: unset
+
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nexport NCCL_MAX_NCHANNELS=8\nNCCL_PROTO=Simple\nNVTE_ALLOW_NONDETERMINISTIC_ALGO=0\n"
+                      "NCCL_ALGO=Tree torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 "
+                      "--config llama3_8b\n")
+    flags = {u.flag: u.value for u in load_titan_script(script).source.unmodelled}
+    assert flags.get("NCCL_MAX_NCHANNELS") == "8" and flags.get("NCCL_ALGO") == "Tree"
+    assert "NCCL_PROTO" not in flags and "NVTE_ALLOW_NONDETERMINISTIC_ALGO" not in flags

@@ -1,7 +1,9 @@
 """Launch-environment variables that change an iteration's time but that the projection does not read.
 
 A Megatron-family recipe (a script's exports and ``VAR=value`` prefixes, a YAML's ``ENV_VARS``, a Bridge config's
-``env_vars``) that sets one of these away from its default gets a ``not modelled`` warning, as a flag would
+``env_vars``), a Primus experiment's ``env:`` block (exported by Primus's runtime before the trainer starts) or a
+TorchTitan launch script's exports and launch-line prefixes that sets one of these away from its default gets a
+``not modelled`` warning, as a flag would
 (user16: Megatron-LM's functional test ``gpt3_7b_tp1_pp4_memory_speed/model_config.yaml`` sets ``NCCL_ALGO: Ring``,
 ``NVTE_ALLOW_NONDETERMINISTIC_ALGO: 0`` and the LayerNorm SM margins; none was said).  Defaults and effects:
 
@@ -35,11 +37,14 @@ ENV_EFFECTS: dict[str, tuple[str | None, str]] = {
 }
 
 
-def env_unmodelled(env: Mapping[str, str]) -> list[UnmodelledFlag]:
+def env_unmodelled(env: Mapping[str, str], te: bool = True) -> list[UnmodelledFlag]:
     """The ``not modelled`` entries of the launch environment ``env``: each :data:`ENV_EFFECTS` variable set to a
-    value other than its default (an empty value is unset), in the table's order."""
+    value other than its default (an empty value is unset), in the table's order; ``te`` False (TorchTitan: no
+    Transformer Engine modules) leaves out the ``NVTE_*`` variables, which nothing of such a run reads."""
     out = []
     for var, (default, effect) in ENV_EFFECTS.items():
+        if not te and var.startswith("NVTE_"):
+            continue
         value = env.get(var)
         if value is None or str(value).strip() == "" or str(value).strip() == default:
             continue

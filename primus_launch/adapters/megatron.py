@@ -25,6 +25,7 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.megatron_forks import fork_problem
 from primus_launch.adapters.program_limits import program_fixed
+from primus_launch.adapters.sbatch_edit import sbatch_count_edits
 from primus_launch.adapters.pai_patch import legacy_program
 from primus_launch.adapters.megatron_args import (SHAPE_DESTS, BY_DEST, changed_args, is_hybrid_program, plan_from_args,
                                                   program_family)
@@ -525,6 +526,9 @@ def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_
         per_node = target.gpus_per_node if target.gpus_per_node != written.gpus_per_node and 1 not in unstated else None
         if nodes is not None or per_node is not None:
             edits += ms.launcher_edits(rec, nodes, per_node)
+            # the #SBATCH header's counts follow (adapters/sbatch_edit.py)
+            edits += [ms.Edit(a, b, v) for a, b, v in sbatch_count_edits(text, target.num_nodes,
+                                                                          target.gpus_per_node)]
     return edits
 
 

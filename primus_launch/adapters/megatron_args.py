@@ -38,6 +38,11 @@ class Flag:
     group: str = ""
 
 
+#: what the vocabulary refusal asks for: a Megatron-LM argument of the recipe (primus-launch has no such
+#: option); readers of other formats name their own key (primus_yaml: ``vocab_size`` under the module's overrides)
+ADD_VOCAB_SIZE = "add --vocab-size N to the recipe's Megatron arguments"
+
+
 def _f(flag: str, kind: str = "int", default: Any = None, group: str = "", dest: str | None = None) -> Flag:
     d = dest or flag.lstrip("-").replace("-", "_")
     if kind in ("true", "false") and default is None:
@@ -884,7 +889,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if hit is None:
             raise PlanError("--patch-tokenizer-type", pai_type, "vocabulary size unknown: Pai-Megatron-Patch loads this "
                             f"tokenizer from --load={a.get('load')!r}, not a local checkpoint nor a known public model: "
-                            "pass --padded-vocab-size N")
+                            "add --padded-vocab-size N to the recipe's Megatron arguments")
         vocab, divisible = hit[0], 1
         rep.note(f"vocabulary {vocab} from {hit[1]}")
     elif fork is not None:  # a fork's --tokenizer-type that adds --extra-vocab-size itself, unpadded
@@ -900,7 +905,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError(flag, what, "vocabulary size unknown (" + (
                 "a local tokenizer whose files give no vocabulary size: config.json vocab_size, tokenizer.json "
                 "model.vocab / added_tokens ids, vocab.json entries" if here else
-                "not a local file nor a known public tokenizer") + "): pass --vocab-size N"
+                "not a local file nor a known public tokenizer") + "): " + ADD_VOCAB_SIZE
                             + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
         vocab = hit[0]
         rep.note(f"vocabulary {vocab} from {hit[1]}")

@@ -463,6 +463,17 @@ def _cluster_first(notes: list[str]) -> list[str]:
     return [n for n in notes if n.startswith("cluster")] + [n for n in notes if not n.startswith("cluster")]
 
 
+def _vocab_key(e: PlanError, module: str) -> PlanError:
+    """The vocabulary refusal naming this file's key: Primus builds Megatron's arguments from the module's
+    config and ``overrides`` (``vocab_size``), not from a command line."""
+    from primus_launch.adapters.megatron_args import ADD_VOCAB_SIZE
+
+    if ADD_VOCAB_SIZE not in str(e.allowed):
+        return e
+    return PlanError(e.field, e.value, str(e.allowed).replace(
+        ADD_VOCAB_SIZE, f"add vocab_size: N under modules.{module}.overrides"))
+
+
 def _on_fitted_nodes(e: PlanError, cluster: Cluster, fitted: bool) -> PlanError:
     """``e`` saying where the node count came from when it was fitted (:func:`default_cluster`) and ``e`` reads the
     cluster (data-parallel size, world size): 'dp = 2 x 8' alone does not tell the user that the 8 is a guess."""
@@ -1043,7 +1054,7 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
     try:
         plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     except PlanError as e:
-        raise _on_fitted_nodes(e, cluster, nodes_fitted) from None
+        raise _on_fitted_nodes(_vocab_key(e, r.module), cluster, nodes_fitted) from None
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
     if layer_ids is not None:
         upd["training"]["recompute"] = dict(granularity="full", method="layer_ids", num_layers=None,
@@ -1151,12 +1162,28 @@ def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = Non
         overrides = {**said, **dict(overrides or {})}
     plan = _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
         _torchtitan_plan(r, cluster, overrides)
+    plan = _with_env_effects(plan, r.launch_env, te=r.framework == "megatron")
     if said and plan.source is not None:
         names = {"num_nodes": "nodes"}  # as the comment writes them
         shown = " ".join(f"{names.get(k, k)}={v}" for k, v in said.items())
         plan.source.notes.insert(0, f"cluster {shown}: from the file's '# primus-launch:' comment (give --gpu / "
                                     "--nodes / --gpus-per-node for another)")
     return plan
+
+
+def _with_env_effects(plan: Plan, env: Mapping[str, str], te: bool) -> Plan:
+    """``plan`` with the launch environment's variables that change time and are not modelled
+    (``launch_env_effects``: the experiment's ``env:`` and the launch's own) among its unmodelled entries."""
+    from primus_launch.adapters.launch_env_effects import env_unmodelled
+
+    if plan.source is None:
+        return plan
+    said = {u.flag for u in plan.source.unmodelled}
+    more = [u for u in env_unmodelled(env, te=te) if u.flag not in said]
+    if not more:
+        return plan
+    src = plan.source.model_copy(update={"unmodelled": list(plan.source.unmodelled) + more})
+    return plan.model_copy(update={"source": src})
 
 
 def comment_cluster_fields(text: str) -> dict[str, Any]:

@@ -733,7 +733,8 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     parameters run by ``torch._grouped_mm``) stay BF16 unless the ``quantize.grouped_mm.{float8,mx}`` converter
     is in ``model.converters`` (its ``fqns`` alone do nothing; before v0.2.0 ``*.moe_fqns_prototype``); a filtered linear stays BF16 and an unfiltered ``output`` runs
     in FP8.  Each mismatch is reported (time), never silently projected, except filtered attention linears of a
-    non-MLA model (``wq`` / ``wk`` / ``wv`` / ``wo``), which ``training.bf16_linears`` prices in BF16."""
+    non-MLA model (``wq`` / ``wk`` / ``wv`` / ``wo``) and unconverted routed experts (``experts``), which
+    ``training.bf16_linears`` prices in BF16."""
     if prec.get("precision") not in ("fp8", "fp4"):
         return
     convs = [c for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
@@ -741,9 +742,7 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     if conv03:  # torchtitan 0.3: the converter classes (components/quantization)
         _linear_coverage_03(convs, unmodelled)
         if is_moe and not any(k in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter") for k in conv03):
-            unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(map(str, conv03)),
-                                             effect="time: the routed experts' grouped GEMMs stay BF16 (no grouped-"
-                                                    "experts converter; projected in the low precision)"))
+            _bf16_experts(prec)
         return
     conv = converters_of(job)
     for kind, is_kind, default in (("float8", _is_linear_fp8, []), ("mx", _is_linear_mx, ["output"])):
@@ -757,7 +756,7 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
             hit = tuple(r for r in _ATTN_LINEARS if any(f in f"layers.0.attention.{r}" for f in filt))
             if hit:
                 prec["bf16_linears"] = tuple(sorted(set(prec.get("bf16_linears", ())) | set(hit),
-                                                    key=_ATTN_LINEARS.index))
+                                                    key=(*_ATTN_LINEARS, "experts").index))
             extra = [f for f in extra if not any(f in f"layers.0.attention.{r}" for r in hit)]
         if extra:
             unmodelled.append(UnmodelledFlag(flag=key, value=",".join(extra)[:80],
@@ -773,10 +772,15 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
         grouped = any(_is_grouped(c) for c in conv) or any(
             job_get(job, k) for k in ("float8.moe_fqns_prototype", "mx.moe_fqns_prototype"))
         if not grouped:
-            unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(conv) or "float8",
-                                             effect="time: the routed experts' grouped GEMMs stay BF16 (no "
-                                                    "quantize.grouped_mm converter; projected in the low "
-                                                    "precision)"))
+            _bf16_experts(prec)
+
+
+def _bf16_experts(prec: dict[str, Any]) -> None:
+    """No grouped-experts converter: the routed experts' ``torch._grouped_mm`` runs in BF16 while the linears
+    run the converter's FP8 / MX (torchtitan v0.2.1 ``components/quantization/{float8,mx}.py``, 0.3.0
+    ``components/quantization``: the linear converters swap ``nn.Linear`` only), priced so by
+    ``training.bf16_linears`` ``experts`` (cost/moe_layer.py)."""
+    prec["bf16_linears"] = tuple(prec.get("bf16_linears", ())) + ("experts",)
 
 
 def _recompute(job: dict, unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:

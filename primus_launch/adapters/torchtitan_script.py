@@ -32,6 +32,8 @@ from primus_launch.plan import Cluster, Plan, PlanError
 ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+#: ``--opt=`` then one variable reference (quoted or not): ``--nproc_per_node=${NGPU}``
+_OPT_REF = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9_.-]*=)(\"?\$\{?[A-Za-z_][^\s]*)")
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -43,6 +45,8 @@ class Tok:
     literal: bool  # written as-is (no expansion)
     ref: Optional[tuple[str, Optional[tuple[int, int]]]] = None  # whole token = one ${VAR[:-default]}: (VAR, default span)
     after: Optional[int] = None  # where words inserted after this token go (None: its end)
+    # ``--opt=${VAR[:-default]}``: (the literal ``--opt=``, VAR, default span) -- its value is VAR's
+    opt_ref: Optional[tuple[str, str, Optional[tuple[int, int]]]] = None
 
 
 @dataclass
@@ -148,10 +152,18 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign], args: tuple[str, 
             off = start + (1 if raw[:1] in "'\"" else 0)
             dflt = (off + m.start(3), off + m.end(3)) if m.group(2) else None
             ref = (name, dflt)
+        opt_ref = None
+        m = _OPT_REF.fullmatch(raw)
+        if m:
+            r = _REF.fullmatch(m.group(2).strip("\"'"))
+            if r:
+                off = start + m.start(2) + (1 if m.group(2)[:1] in "'\"" else 0)
+                opt_ref = (m.group(1), r.group(1) or r.group(4),
+                           (off + r.start(3), off + r.end(3)) if r.group(2) else None)
         if word in ("\0@", "$@", "$*"):  # the script's own arguments
             out.extend(Tok(w, start, start, False, after=i) for w in args)
             continue
-        out.append(Tok(word, start, i, literal, ref))
+        out.append(Tok(word, start, i, literal, ref, opt_ref=opt_ref))
     return out
 
 
@@ -523,6 +535,28 @@ def command_lines(text: str, args: tuple[str, ...] = (), start_env: Optional[dic
     return out
 
 
+def launch_exports(text: str) -> dict[str, str]:
+    """The variables the script hands its launch: ``export NAME=value`` lines and the ``NAME=value`` words before a
+    command (the shell puts both in the command's environment; a plain ``NAME=value`` line stays the shell's)."""
+    env: dict[str, Assign] = {}
+    out: dict[str, str] = {}
+    for a, b in _logical_lines(text):
+        line = text[a:b]
+        m = _ASSIGN.match(line)
+        if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
+            val = _expand(_unquote(m.group(2).split(" #")[0].rstrip()), env)
+            env[m.group(1)] = Assign(val, a, a)
+            if line.lstrip().startswith("export "):
+                out[m.group(1)] = val
+            continue
+        for t in _tokens(text, a, b, env):
+            if not ENV_WORD.match(t.text):
+                break
+            name, _, val = t.text.partition("=")
+            out[name] = val
+    return out
+
+
 def script_argv(text: str, path: str) -> list[str]:
     """The launch line of the script, expanded."""
     return script_launch(text, path)[0]
@@ -621,6 +655,10 @@ def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     src.notes.extend(_count_notes(unstated, ov))
+    from primus_launch.adapters.launch_env_effects import env_unmodelled
+
+    known = {u.flag for u in src.unmodelled}
+    src.unmodelled.extend(u for u in env_unmodelled(launch_exports(text), te=False) if u.flag not in known)
     gpu_note = default_gpu_note(cluster, {**ov, **said})
     if gpu_note is not None:
         src.notes.append(gpu_note)
@@ -645,7 +683,7 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
 
     toks, env, _ = _scan(text, path)
     old = [t.text for t in toks]
-    new = render_launch(plan, old)
+    new = _as_written(old, render_launch(plan, old))
     edits: list[tuple[int, int, str]] = []
     sm = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
@@ -665,6 +703,15 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
         edits.append((at, at, (" " + words) if i1 > 0 else (words + " ")))
     from primus_launch.adapters.megatron_script import comment_config, comment_key_span
 
+    from primus_launch.adapters.sbatch_edit import sbatch_count_edits
+    from primus_launch.adapters.torchrun_argv import launch_cluster
+
+    try:
+        was = (lambda c: (c.num_nodes, c.gpus_per_node))(launch_cluster(old, {"gpu": plan.cluster.gpu}))
+    except (UserError, PlanError):   # counts decided on the node (--nproc-per-node gpu): no header edit
+        was = (plan.cluster.num_nodes, plan.cluster.gpus_per_node)
+    if was != (plan.cluster.num_nodes, plan.cluster.gpus_per_node):
+        edits += sbatch_count_edits(text, plan.cluster.num_nodes, plan.cluster.gpus_per_node)  # the header follows
     span = comment_key_span(text, "gpu")  # the GPU the script's comment states follows a tune onto another GPU
     if span is not None and comment_config(text).get("gpu") != plan.cluster.gpu:
         edits.append((span[0], span[1], plan.cluster.gpu))
@@ -674,9 +721,33 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
     return out
 
 
+def _as_written(old: list[str], new: list[str]) -> list[str]:
+    """``new`` with an option the old line wrote as one ``--opt=value`` word (``--nproc_per_node=${NGPU}``)
+    and the launcher writer wrote as two (``--nproc-per-node 4``: torchrun accepts both spellings and forms,
+    torch 2.x ``torch/distributed/run.py`` ``--nproc-per-node`` / ``--nproc_per_node``) in the old word's
+    spelling and form, so that the word's own edit (the variable's assignment) carries the change."""
+    def norm(flag: str) -> str:
+        return flag.replace("_", "-")
+
+    out = list(new)
+    for w in old:
+        flag, eq, _ = w.partition("=")
+        if not eq or not flag.startswith("--") or w in out:
+            continue
+        for j in range(len(out) - 1):
+            if norm(out[j]) == norm(flag) and not out[j + 1].startswith("-"):
+                out[j:j + 2] = [f"{flag}={out[j + 1]}"]
+                break
+    return out
+
+
 def _token_edit(tok: Tok, new: str, env: dict[str, Assign], path: str) -> tuple[int, int, str]:
     if tok.literal:
         return tok.start, tok.end, _q(new)
+    if tok.opt_ref is not None and new.startswith(tok.opt_ref[0]):
+        # --opt=${VAR}: the value is VAR's -- edit its assignment (or default), the word stays as written
+        return _token_edit(Tok(tok.text, tok.start, tok.end, False, (tok.opt_ref[1], tok.opt_ref[2])),
+                           new[len(tok.opt_ref[0]):], env, path)
     if tok.ref is not None:
         name, dflt = tok.ref
         if name in env and env[name].start >= 0:

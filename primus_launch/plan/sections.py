@@ -448,9 +448,11 @@ class Training(BoundedSection):
         default=False, description="with precision fp8: core attention in FP8 / MXFP8 (Megatron TransformerConfig "
                                    "fp8_dot_product_attention, TE fp8_dpa): priced from cudnn-frontend's FP8 / BF16 "
                                    "kernel-time ratios (cost/fp8_attention.py)")
-    bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
-        default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
-                                "converters' filter_fqns, e.g. attention.wk / attention.wv)")
+    bf16_linears: tuple[Literal["wq", "wk", "wv", "wo", "experts"], ...] = Field(
+        default=(), description="linears the low-precision recipe leaves in BF16: attention linears (TorchTitan "
+                                "float8 / MX converters' filter_fqns, e.g. attention.wk / attention.wv) and "
+                                "experts = the routed experts' grouped GEMMs (TorchTitan float8 / MX without a "
+                                "grouped-experts converter: torch._grouped_mm in BF16, no quantize kernels)")
     mx_dim1_cast_kernel: Literal["cuda", "triton", "torch"] = Field(
         default="cuda", description="torchao MXFP8 linears (TorchTitan v0.1 / v0.2 MX converter): the kernel of the "
                                     "dim1 (column-wise) casts of the backward (mxfp8_dim1_cast_kernel_choice, default "

@@ -156,9 +156,17 @@ def _band_of(dims: tuple[tuple[str, str], ...]) -> Optional[ErrorBand]:
 
 
 def band_for(plan: Plan) -> Optional[ErrorBand]:
-    """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file."""
+    """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file.  An FP16 /
+    FP32 plan is judged in the ``bf16`` group (:func:`band_dims`); its label says so rather than "BF16"."""
     band = _band_of(tuple(sorted(band_dims(plan).items())))
-    return None if band is None else band.model_copy(deep=True)
+    if band is None:
+        return None
+    band = band.model_copy(deep=True)
+    prec = plan.training.precision
+    if prec not in ("bf16", "fp8", "fp4") and "precision" not in band.relaxed:
+        band.group = " / ".join(f"{prec.upper()} (pooled with BF16 rows)" if part == "BF16" else part
+                                for part in band.group.split(" / "))
+    return band
 
 
 def bands_overlap(a: ErrorBand | None, ta: float, b: ErrorBand | None, tb: float) -> bool:

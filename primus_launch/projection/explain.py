@@ -375,6 +375,8 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
                "te_fused": "TE op-fuser grouped MLP: CuTeDSL grouped GEMMs with the activation and biases in "
                            "their epilogues under MXFP8 / NVFP4 on Blackwell, else TE's basic ops (per-expert GEMMs, "
                            "one activation kernel)"}[t.moe_expert_gemm]
+    if "experts" in t.bf16_linears and t.precision in ("fp8", "fp4"):
+        gem += ", BF16 experts (no grouped-experts converter: only the linears run the low precision)"
     if t.moe_sync_free:
         sync = "no host sync (Primus-Turbo sync-free MoE: device token counts, worst-case token budget)"
     elif (t.moe_pad_expert_input_to_capacity and t.moe_expert_capacity_factor is not None

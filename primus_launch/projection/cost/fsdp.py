@@ -32,11 +32,15 @@ from primus_launch.projection.memory.params import layer_parameter_counts
 class FsdpBytes:
     """Bytes per element FSDP moves: the parameter all-gather (bf16; FP8 with ``fp8_param_gather``),
     the gradient reduce-scatter (fp32 with ``grad_reduce_in_fp32``, else bf16) and the expert
-    gradients' reduce-scatter (``expert_grad_reduce_in_fp32``, None = as the others)."""
+    gradients' reduce-scatter (``expert_grad_reduce_in_fp32``, None = as the others); ``expert_param``: the
+    routed experts' all-gather (bf16 where ``training.bf16_linears`` holds ``experts``: torchao's float8 FSDP
+    all-gather wraps only the converted ``Float8Linear`` weights, torchao ``float8/fsdp_utils.py``
+    ``WeightWithDynamicFloat8CastTensor``; unconverted experts gather their bf16 parameters)."""
 
     param: float
     grad: float
     expert_grad: float
+    expert_param: float = 0.0   # 0 = as ``param``
 
 
 def fsdp_bytes(plan: Plan) -> FsdpBytes:
@@ -49,7 +53,8 @@ def fsdp_bytes(plan: Plan) -> FsdpBytes:
         param_elem = 2.0   # Megatron's MXFP8 weights: gathered in BF16, cast after (cost/fp8.py)
     g = 4.0 if t.grad_reduce_in_fp32 else 2.0
     ge = g if t.expert_grad_reduce_in_fp32 is None else (4.0 if t.expert_grad_reduce_in_fp32 else 2.0)
-    return FsdpBytes(param_elem, g, ge)
+    pe_e = 2.0 if "experts" in t.bf16_linears else param_elem
+    return FsdpBytes(param_elem, g, ge, pe_e)
 
 
 def fsdp_reshards_after_forward(plan: Plan) -> bool:
@@ -71,7 +76,7 @@ def fsdp_unit_comm(plan: Plan, spec: GPUSpec, lay: Layout, moe: bool) -> tuple[f
     b = fsdp_bytes(plan)
     pe, gd, ge = b.param, b.grad, b.expert_grad
     sp_ = layer_parameter_counts(m, p.tp, p.expert_tp, p.ep, moe)
-    ag_e = coll.all_gather(pe * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0
+    ag_e = coll.all_gather((b.expert_param or pe) * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0
     rs_e = coll.reduce_scatter(ge * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0
     return (coll.all_gather(pe * sp_.dense, lay.dp_shard, gpu), ag_e,
             coll.reduce_scatter(gd * sp_.dense, lay.dp_shard, gpu), rs_e)

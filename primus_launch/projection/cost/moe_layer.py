@@ -186,6 +186,11 @@ def _experts(ctx: LayerContext, acc: LayerOps, Te: int, local: int) -> None:
     # legacy GroupedMLP (grouped_gemm's gmm) runs its experts in BF16 whatever the recipe (experts.py
     # GroupedMLP.forward: "Currently GroupedMLP for MoE only supports bf16"; gmm takes bf16 only)
     legacy = grouped and prof.name == "megatron-te" and expert_gemm == "legacy"
+    # training.bf16_linears "experts": the recipe converts the linears only (torchtitan v0.2.1 / 0.3.0
+    # components/quantization: the float8 / MX linear converters swap nn.Linear modules; the experts' 3-D
+    # weights run torch._grouped_mm in BF16 unless a grouped-experts converter is listed), so the experts'
+    # GEMMs and their (absent) quantize kernels are priced as the BF16 plan's
+    bf16_experts = "experts" in acc.bf16
     # Megatron's TE op-fuser grouped MLP (moe_expert_gemm = te_fused): experts.py _fused_forward returns before
     # the per-expert _apply_bias loop (FC2's bias is scaled by the probabilities inside TE's op); TE fuses
     # GroupedLinear + activation + GroupedLinear into cudnn-frontend's CuTeDSL grouped GEMMs only for MXFP8 /
@@ -206,9 +211,9 @@ def _experts(ctx: LayerContext, acc: LayerOps, Te: int, local: int) -> None:
     host = _expert_host(ctx, local, legacy) if per_expert else None
     mlp(acc, m, m_e, m.expert_ffn // ctx.etp, batch=local,
         name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
-        grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy,
+        grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not (legacy or bf16_experts),
         host_each=host[0] if host else None, epilogue_act=cutedsl, clamp_fused=fused_mlp, width=hx)
-    if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8":
+    if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8" and not bf16_experts:
         _torchao_mx_rearrange(acc, m, m_e)
     if host:
         _expert_host_row(acc, host, local, recipe, legacy)
