@@ -25,8 +25,15 @@ decides ``memory_stats()["reserved_bytes.all.peak"]`` (what torchtitan's ``Devic
   mapped range (if any) is extended by mapping just enough pages after it (the request less that block,
   rounded up to pages); ``reserved_bytes`` grows by the pages mapped and does not shrink on free.
 
-Not modelled: releases (``release_cached_blocks`` / ``empty_cache`` / an OOM's retry: the replay has no
-capacity), ``max_split_size`` below the default, ``roundup_power2_divisions``, ``record_stream`` events (FSDP2
+What an out-of-memory retry gives back (``releasable``, read-only): ``release_cached_blocks`` ->
+``release_blocks`` per pool, every stream: a free block that is a whole ``cudaMalloc`` segment (no ``prev`` /
+``next``) is freed; a free block of an expandable segment is ``unmap_block``-ed, and ``ExpandableSegment::unmap``
+gives back the pages entirely inside it (``segmentRight(ptr)`` .. ``segmentLeft(ptr + size)``).  So with
+expandable segments only the partly used pages at a free block's ends stay; without them a free block that
+shares its segment with a live one stays whole.
+
+Not modelled: performing releases (``release_cached_blocks`` / ``empty_cache`` / an OOM's retry: the replay
+has no capacity), ``max_split_size`` below the default, ``roundup_power2_divisions``, ``record_stream`` events (FSDP2
 keeps cross-stream tensors alive by reference until its events are waited on; the replay frees a block when
 the traced storage dies), CUDA-graph private pools.
 """
@@ -207,6 +214,22 @@ class CachingAllocator:
                     nb.next.prev = b
             b.size += nb.size
         seg.free.add(b)
+
+    def releasable(self) -> int:
+        """Bytes ``release_cached_blocks`` would give back now (module docstring): whole free ``cudaMalloc``
+        segments, and of each free block of an expandable segment the pages entirely inside it."""
+        n = 0
+        for (_stream, small), segs in self.segments.items():
+            page = K_SMALL_BUFFER if small else K_LARGE_BUFFER
+            for seg in segs:
+                for b in seg.free:
+                    if seg.expandable:
+                        lo = -(-(b.ptr - seg.base) // page)  # segmentRight(ptr)
+                        hi = (b.ptr - seg.base + b.size) // page  # segmentLeft(ptr + size)
+                        n += max(0, hi - lo) * page
+                    elif b.prev is None and b.next is None:
+                        n += b.size
+        return n
 
     def reset_peak(self) -> None:
         """``reset_peak_stats``: the peaks restart from the current values."""

@@ -75,6 +75,46 @@ def test_best_fit_leaves_a_hole_that_costs_reserved_memory():
     del b2, big
 
 
+def _fragmenting_step(a: CachingAllocator) -> list:
+    """Long-lived blocks around a freed transient, then a larger transient that fits no hole."""
+    keep = [a.malloc(30 * MiB)]
+    tmp = a.malloc(100 * MiB)
+    keep.append(a.malloc(5 * MiB))
+    a.free(tmp)
+    keep.append(a.malloc(120 * MiB))
+    return keep
+
+
+def test_expandable_free_pages_are_given_back_before_an_oom():
+    """release_blocks -> unmap_block -> ExpandableSegment::unmap: every 20 MiB page entirely inside a free block is
+    unmapped (segmentRight(ptr) .. segmentLeft(ptr + size)); only the partly used pages at its ends stay reserved."""
+    a = CachingAllocator(expandable_segments=True)
+    _fragmenting_step(a)
+    # pages: 30 MiB -> [0, 40) (A [0, 30)); 100 MiB grows the free 10 at 30 by 90 -> 100 more mapped, [30, 130);
+    # 5 MiB at [130, 135); the freed [30, 130) cannot take 120 MiB: the free end [135, 140) grows to [135, 260)
+    assert a.reserved == 260 * MiB and a.allocated == 155 * MiB
+    # free [30, 130): pages 2..5 (40-120 MiB) unmapped; free [255, 260): no whole page
+    assert a.releasable() == 80 * MiB
+    assert a.reserved - a.releasable() - a.allocated == (10 + 10 + 5) * MiB
+
+
+def test_split_cudamalloc_segments_keep_their_free_part():
+    """Without expandable segments release_blocks frees only free blocks with no prev / next (whole segments): a
+    segment split between a live and a free block keeps the free part reserved."""
+    a = CachingAllocator(expandable_segments=False)
+    _fragmenting_step(a)
+    # own segments of 30, 100 (freed whole), 20 (5 MiB split off a 20 MiB block), 120 MiB
+    assert a.reserved == (30 + 100 + 20 + 120) * MiB and a.allocated == 155 * MiB
+    assert a.releasable() == 100 * MiB
+    x = a.malloc(100 * MiB)  # reuses the freed 100 MiB segment, then a 60 MiB live block splits it
+    a.free(x)
+    y, z = a.malloc(60 * MiB), a.malloc(30 * MiB)
+    a.free(y)  # [0, 60) free beside the live z at [60, 90): nothing of that segment is released
+    assert a.releasable() == 0
+    assert a.reserved - a.allocated == (15 + 60 + 10) * MiB
+    del z
+
+
 def test_replay_of_events():
     ev = [("a", 1, 30 * MiB, "default"), ("a", 2, 10 * MiB, "copy_in"), ("f", 1), ("reset",), ("a", 3, 20 * MiB, "default")]
     a = replay(ev)

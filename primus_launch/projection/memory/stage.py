@@ -19,7 +19,12 @@ from primus_launch.projection.memory.band_data import RESERVED_OVER_ALLOCATED
 from primus_launch.projection.memory.inflight import in_flight_closed_form  # noqa: F401  (re-exported)
 from primus_launch.projection.result import StageMemory
 
-#: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak)
+#: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak).
+#: Megatron-Bridge's recipes launch with ``expandable_segments:True`` (``COMMON_RECIPE_ENV_VARS``); under it an
+#: out-of-memory retry unmaps every page inside a free block of every stream (``release_blocks`` -> ``unmap_block``):
+#: of a reserved peak above this (Nemotron 3 Super on 64 H100: +17.5 / +21.1 %) only the partly used pages at free
+#: blocks' ends are held when an allocation fails, so the verdict keeps this fraction (MEMORY.md round 34,
+#: ``tests/caching_allocator.py`` ``releasable``)
 ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
 #: TorchTitan's model (memory.titan): the default stream's own fragmentation, 10 % of the dynamic (activation +
 #: transient) memory -- a stated guess no source pins (the published rows leave default-stream gaps of a
