@@ -1282,11 +1282,19 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
         put("parallelism.data_parallel_shard_degree", shard_want, -1)
     if p.fsdp_reshard_after_forward != op.fsdp_reshard_after_forward:
         put("parallelism.fsdp_reshard_after_forward", p.fsdp_reshard_after_forward, "default")
-    if t.tp_comm_overlap != ot.tp_comm_overlap:
-        if version == "0.3":
-            put("compile.enable_async_tensor_parallel", t.tp_comm_overlap, False)
+    # async TP: the reader gives ``(parallelism | compile).enable_async_tensor_parallel and sequence_parallel`` and
+    # refuses the switch at TP > 1 without compile, so at TP > 1 the switch must say the plan's value even where
+    # the old plan had the same one -- a job with async TP on at TP 1 (inert there) tuned to TP 2 without it is
+    # turned off, not left on to re-read as async TP
+    async_keys = ("compile.enable_async_tensor_parallel",) if version == "0.3" else (
+        "parallelism.enable_async_tensor_parallel", "compile.enable_async_tensor_parallel")
+    file_async = any(bool(cur(k, False)) for k in async_keys)
+    if (p.tp > 1 and file_async != t.tp_comm_overlap) or t.tp_comm_overlap != ot.tp_comm_overlap:
+        if t.tp_comm_overlap:
+            put(async_keys[0], True, False)
         else:
-            put("parallelism.enable_async_tensor_parallel", t.tp_comm_overlap, False)
+            for k in async_keys:
+                put(k, False, False)
     if p.sequence_parallel != op.sequence_parallel and p.tp > 1:
         if not p.sequence_parallel and version != "0.3":
             raise PlanError("parallel.sequence_parallel", False, "torchtitan v0.2 always shards the sequence with TP")

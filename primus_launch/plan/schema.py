@@ -29,6 +29,7 @@ from pydantic import Field, model_validator
 
 from primus_launch.plan.layout import Chunk, chunk_layout, chunk_mtp_ids
 from primus_launch.plan.legality import legality_problems
+from primus_launch.plan.normal_form import normalize
 from primus_launch.plan.sections import (Cluster, Framework, ModelArch, Parallelism, PlanError, Source, StrictModel,
                                          Training)
 
@@ -104,6 +105,7 @@ class Plan(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
+        normalize(self)  # one plan per launched job (plan/normal_form.py: TorchTitan FSDP over one rank)
         problems = legality_problems(self)
         if problems:
             raise PlanError(*problems[0])

@@ -1,0 +1,49 @@
+"""The normal form of a plan: one plan for one launched job where a framework runs two spellings alike.
+
+TorchTitan data parallelism at a shard group of one.  torchtitan 0.3.0 ``distributed/parallel_dims.py``:
+``dp_shard = -1`` resolves to ``world // (dp_replicate * cp * tp * pp)``, ``fsdp_enabled = dp_shard > 1 or
+cp > 1``, and the FSDP mesh is ``fsdp = dp_shard * cp``; ``models/llama3/parallelize.py`` always runs
+``apply_fsdp_to_decoder`` on ``["dp_replicate", "fsdp"]`` (``["fsdp"]`` without replicas) -- "with
+shard_degree=1 it is a no-op for the all-gather but still installs the MixedPrecisionPolicy".  So at
+``dp_shard * cp = 1`` every rank keeps whole fp32 parameters, gradients and Adam moments (nothing is
+sharded), no parameter is all-gathered across GPUs, and the replicas (if any) all-reduce each unit's
+gradients: the job a ``dp_sharding = "none"`` plan describes (DDP over ``dp`` ranks), and the one the
+TorchTitan reader gives for that TOML (``adapters/torchtitan.py``: FSDP iff ``fsdp_enabled``).  A
+TorchTitan plan saying ``"full"`` there (a tuned TP x PP that leaves no shard rank) is therefore
+rewritten to ``"none"`` with ``dp_replicate = 1`` and ``overlap_param_gather`` off (nothing to gather);
+its memory and time are unchanged (``projection/memory/estimate.py`` ``titan_args``: shard group
+``dp / dp_replicate`` = 1 either way; ``cost/dp_comm.py`` prices FSDP traffic only over more than one
+shard rank).
+
+Megatron is left as written: ``--use-megatron-fsdp`` / ``--use-torch-fsdp2`` at DP 1 still build
+Megatron-FSDP's (or FSDP2's) own buffers and its recipe states the flag, so ``"full"`` at DP 1 is a
+different job from DDP there and reads back as written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from primus_launch.plan.schema import Plan
+
+
+def titan_shard_degree(plan: "Plan") -> int:
+    """TorchTitan's FSDP mesh size ``dp_shard x cp`` of ``plan`` under its ``dp_sharding`` (``dp_shard =
+    dp / dp_replicate`` with FSDP, 1 with DDP; torchtitan 0.3.0 ``parallel_dims.py``)."""
+    p = plan.parallel
+    shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
+    return shard * p.cp
+
+
+def normalize(plan: "Plan") -> None:
+    """Put ``plan`` (in place, before its legality check) in the normal form above: a TorchTitan plan with
+    ``dp_sharding = "full"`` and ``dp_shard x cp = 1`` becomes ``"none"``, ``dp_replicate = 1``,
+    ``overlap_param_gather = False`` (torchtitan 0.3.0 ``ParallelDims.fsdp_enabled`` is false there)."""
+    p = plan.parallel
+    if plan.framework != "torchtitan" or p.dp_sharding != "full" or plan.world_size % (p.tp * p.cp * p.pp):
+        return
+    if titan_shard_degree(plan) != 1:
+        return
+    plan.parallel = p.model_copy(update={"dp_sharding": "none", "dp_replicate": 1})
+    plan.training = plan.training.model_copy(update={"overlap_param_gather": False})
