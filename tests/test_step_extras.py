@@ -12,6 +12,7 @@ expert-DP / DP for expert buffers; else 1 / DP).
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -147,3 +148,51 @@ def test_scalar_collectives_follow_the_groups():
     no_clip = step_extras.scalar_collectives_s(_plan("--clip-grad", "0", gpus=256), lay, last_stage=False)
     assert dist > no_clip > 0
     assert step_extras.scalar_collectives_s(p, lay, last_stage=True) > dist   # + the loss all-reduce over DP x CP
+
+
+def _fsdp_src(name: str) -> str:
+    import megatron.core.distributed.fsdp.src.megatron_fsdp as mf
+
+    return (Path(mf.__file__).parent / name).read_text()
+
+
+def test_megatron_fsdp_passes_follow_its_buffer_code():
+    """Megatron-FSDP (megatron-core 0.16.1 ``megatron_fsdp/param_and_grad_buffer.py``): its buffer zeroes the
+    rank's shard, scales a bf16 bucket by ``mul_`` (premul_sum / AVG otherwise) and has no NaN check; the plan's
+    ``full`` / ``optimizer_grads`` get those passes, not DDP's (before: none at all, so a one-rank Megatron-FSDP
+    plan read faster than the same run on DDP by the DDP buffer's passes)."""
+    import inspect
+    import re
+
+    buf = _fsdp_src("param_and_grad_buffer.py")
+    assert "check_grads" not in buf and "check_for_nan" not in buf          # no NaN / Inf pass
+    zero = re.search(r"def zero_grad\(self\):(.*?)\n    def ", buf, re.S).group(1)
+    assert "main_grad_buffer.data.zero_()" in zero
+    pre = re.search(r"def gradient_reduce_preprocessing\(.*?\):(.*?)\n\ndef ", buf, re.S).group(1)
+    assert "gradient_reduce_div_fusion and grad_data.dtype != torch.bfloat16" in pre and "grad_data.mul_" in pre
+    base = _plan("--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params", gpus=8)
+    assert base.parallel.dp_sharding == "full" and not step_extras.applies(base)
+    assert step_extras.megatron_fsdp_passes(base) == (1.0, 0)                # fp32 grads: premul_sum
+    bf16 = _plan("--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params",
+                 "--grad-reduce-in-bf16", gpus=8)
+    assert step_extras.megatron_fsdp_passes(bf16) == (1.0, 2)                # mul_ over the bucket
+    assert step_extras.megatron_fsdp_passes(_plan(gpus=8)) == (0.0, 0)       # DDP: grad_buffer_passes instead
+    assert "def megatron_fsdp_passes" in inspect.getsource(step_extras)
+
+
+def test_megatron_fsdp_at_one_rank_costs_what_ddp_does_without_the_nan_check():
+    """At DP 1 with fp32 gradients Megatron-FSDP zeroes its whole buffer (one pass) and DDP zeroes it and, with
+    ``--no-check-for-nan-in-loss-and-grad``, nothing more (the 1 / DP scaling is skipped at factor 1): the same
+    seconds; with the NaN check DDP pays one read more."""
+    from primus_launch.plan import ModelArch, Parallelism, Plan, Source, Training
+    from primus_launch.projection.dryrun import project_dry_run
+
+    m = ModelArch(name="toy", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                  num_query_groups=8, vocab_size=32000, seq_length=2048)
+    ddp = Plan(model=m, parallel=Parallelism(dp_sharding="none"),
+               training=Training(global_batch_size=8, micro_batch_size=1, check_for_nan_in_grad=False),
+               cluster=Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=1), source=Source(framework="megatron"))
+    fsdp = ddp.with_changes(parallel={"dp_sharding": "full"})
+    assert project_dry_run(ddp).iteration_time_s == pytest.approx(project_dry_run(fsdp).iteration_time_s, rel=1e-12)
+    nan = ddp.with_changes(training={"check_for_nan_in_grad": True})
+    assert project_dry_run(nan).iteration_time_s > project_dry_run(ddp).iteration_time_s

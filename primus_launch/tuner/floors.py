@@ -280,10 +280,12 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
 
 def tail_stages(plan: Plan, window: float) -> list[float]:
     """Per stage the DP sync after the pipeline with ``window`` seconds of forward and of backward
-    free to hide it (``cost/dp_comm.py`` ``dp_grad_sync``) plus the optimizer step."""
+    free to hide it (``cost/dp_comm.py`` ``dp_grad_sync``) plus the optimizer step and Megatron's passes over the
+    gradient buffer with the step's scalar all-reduces (``cost/step_extras.py``: the window does not enter them)."""
     from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
     from primus_launch.projection.cost.muon import muon_step_s
     from primus_launch.projection.cost.optimizer import optimizer_step_s
+    from primus_launch.projection.cost.step_extras import step_extras_s
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
     from primus_launch.projection.memory.params import stage_parameter_split
@@ -292,12 +294,14 @@ def tail_stages(plan: Plan, window: float) -> list[float]:
     # dp + optimizer_step_s(overlap_s=dp) does not increase as dp shrinks (cost/optimizer.py), so a wider window
     # still bounds the projection's tail from below
     out = []
+    pp = plan.parallel.pp
     for r, sp_ in enumerate(stage_parameter_split(plan)):
         dp_s = dp_grad_sync(plan, spec, lay, sp_, window, window, r)
+        extras = step_extras_s(plan, spec, lay, sp_.dense, sp_.expert, last_stage=r == pp - 1)
         if plan.training.optimizer == "muon" and plan.framework == "megatron" and plan.parallel.dp_sharding == "none":
-            out.append(dp_s + muon_step_s(plan, spec, lay, r))   # as steps/iteration.py: cost/muon.py
+            out.append(dp_s + muon_step_s(plan, spec, lay, r) + extras)   # as steps/iteration.py: cost/muon.py
         else:
-            out.append(dp_s + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s))
+            out.append(dp_s + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s) + extras)
     return out
 
 

@@ -54,7 +54,29 @@ from primus_launch.projection.hardware.placement import Layout
 
 def applies(plan: Plan) -> bool:
     """Whether the plan runs Megatron's DDP gradient buffers (Megatron, not its FSDP)."""
-    return plan.framework == "megatron" and plan.parallel.dp_sharding != "full"
+    return plan.framework == "megatron" and plan.parallel.dp_sharding not in ("full", "optimizer_grads")
+
+
+def megatron_fsdp_passes(plan: Plan) -> tuple[float, int]:
+    """Megatron-FSDP's passes over its gradient buffer each iteration, as ``(zeroed fraction, full passes)``.
+
+    From megatron-core 0.16.1 ``distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py``: ``zero_grad``
+    zeroes each parameter group's ``main_grad_buffer`` -- the rank's shard under ``optim_grads`` /
+    ``optim_grads_params`` (``parallel.dp_sharding`` ``optimizer_grads`` / ``full``), i.e. 1 / (DP x CP) of the
+    stage's elements; ``gradient_reduce_preprocessing`` before each bucket's reduce-scatter multiplies the bucket
+    by the scaling factor (a read and a write of every element) unless the factor is None
+    (``--calculate-per-token-loss``), ``average_in_collective`` (``ReduceOp.AVG``) or ``gradient_reduce_div_fusion``
+    (default True) folds it into NCCL's ``premul_sum`` for a non-bf16 buffer; the factor is 1 / DP even at DP 1,
+    so the multiply runs there too.  No NaN / Inf check: Megatron-FSDP's buffer has no ``check_grads``.  torch
+    FSDP2 (``--use-torch-fsdp2``) sets gradients to None and divides inside its reduce-scatter: no pass."""
+    from primus_launch.plan.legality import effective_fsdp_impl
+
+    p, t = plan.parallel, plan.training
+    if plan.framework != "megatron" or p.dp_sharding not in ("full", "optimizer_grads") or (
+            p.dp_sharding == "full" and effective_fsdp_impl(plan) == "torch_fsdp2"):
+        return 0.0, 0
+    scaled = not t.calculate_per_token_loss and not t.ddp_average_in_collective and not t.grad_reduce_in_fp32
+    return 1.0, 2 * int(scaled)
 
 
 def grad_buffer_passes(plan: Plan, dp_cp: int, expert_dp: int | None = None) -> int:
@@ -101,13 +123,19 @@ def scalar_collectives_s(plan: Plan, lay: Layout, last_stage: bool) -> float:
 def step_extras_s(plan: Plan, spec: GPUSpec, lay: Layout, dense_params: float, expert_params: float,
                   last_stage: bool) -> float:
     """Seconds one GPU of a stage holding ``dense_params`` + ``expert_params`` parameters spends each iteration on
-    the module doc's gradient-buffer passes and scalar collectives; 0 where :func:`applies` is false."""
-    if not applies(plan):
+    the module doc's gradient-buffer passes and scalar collectives (Megatron-FSDP: :func:`megatron_fsdp_passes`);
+    0 outside Megatron."""
+    if plan.framework != "megatron":
         return 0.0
     from primus_launch.projection.cost.compute import hbm_eta
 
     hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
     dp_cp = lay.dp.size
+    if not applies(plan):
+        zeroed, full = megatron_fsdp_passes(plan)
+        elements = (dense_params * (zeroed / max(1, dp_cp) + full)         # experts: sharded over expert-DP
+                    + expert_params * (zeroed / max(1, lay.expert_dp.size) + full))
+        return elements * grad_bytes(plan) / hbm + scalar_collectives_s(plan, lay, last_stage)
     elements = (dense_params * grad_buffer_passes(plan, dp_cp)
                 + expert_params * grad_buffer_passes(plan, dp_cp, lay.expert_dp.size))
     return elements * grad_bytes(plan) / hbm + scalar_collectives_s(plan, lay, last_stage)
