@@ -500,12 +500,16 @@ def fork_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
                                                     text=True).stdout.strip() not in upstream]
         if not paths:
             continue
-        root = tmp / m
-        root.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(git), "archive", "HEAD", *paths], capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-        out.append((m, "", root, sorted(root / p for p in paths)))
+        out.append(_extracted(git, paths, tmp / m, m))
     return out
+
+
+def _extracted(git: Path, paths: list[str], root: Path, name: str) -> tuple[str, str, Path, list[Path]]:
+    """(name, "", root, files): ``paths`` of the mirror ``git``'s HEAD written under ``root`` (git archive | tar)."""
+    root.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(git), "archive", "HEAD", *paths], capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    return name, "", root, sorted(root / p for p in paths)
 
 
 def mirror_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
@@ -523,11 +527,7 @@ def mirror_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
         paths = [h.split(":", 1)[1] for h in hits]
         if m.startswith("ROCm+Megatron") or not paths:
             continue
-        root = tmp / m
-        root.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(git), "archive", "HEAD", *paths], capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-        out.append((m, "", root, sorted(root / p for p in paths)))
+        out.append(_extracted(git, paths, tmp / m, m))
     if sr.ROCM_MIRROR.is_dir():
         name, root, files = sr.extract_rocm_branches(tmp)
         out.append((name, "", root, files))

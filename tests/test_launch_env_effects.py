@@ -102,3 +102,25 @@ def test_primus_env_block_and_titan_script_exports_are_said(tmp_path):
     flags = {u.flag: u.value for u in load_titan_script(script).source.unmodelled}
     assert flags.get("NCCL_MAX_NCHANNELS") == "8" and flags.get("NCCL_ALGO") == "Tree"
     assert "NCCL_PROTO" not in flags and "NVTE_ALLOW_NONDETERMINISTIC_ALGO" not in flags
+
+
+def test_titan_script_exports_are_what_bash_hands_the_command():
+    """launch_exports against bash itself: the variables a command started at the script's end sees (``env``) that
+    the script set.  A plain assignment line, also one of several words or with a quoted space, stays the shell's
+    (it was taken for the launch's environment when its value held a space); ``export`` with such a value is
+    exported (it was dropped)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from primus_launch.adapters.torchtitan_script import launch_exports
+
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    text = ("#!/bin/bash\nNCCL_ALGO=\"Ring Tree\"\nNCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=8\n"
+            "export NCCL_PROTO=\"LL LL128\"\nexport NVTE_FWD_LAYERNORM_SM_MARGIN=16\nNCCL_MIN_CTAS=2 env\n")
+    seen = subprocess.run(["env", "-i", "bash", "-c", text], capture_output=True, text=True, check=True).stdout
+    truth = {k: v for k, _, v in (ln.partition("=") for ln in seen.splitlines()) if k.startswith(("NCCL_", "NVTE_"))}
+    assert truth == {"NCCL_PROTO": "LL LL128", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16", "NCCL_MIN_CTAS": "2"}
+    assert launch_exports(text) == truth

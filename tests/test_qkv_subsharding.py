@@ -14,6 +14,8 @@ import types
 import pytest
 import torch
 
+from qkv_shard import QKVShard
+
 from primus_launch.adapters.megatron import plan_from_argv
 from primus_launch.plan import Cluster, ModelArch, PlanError
 from primus_launch.plan.legality import legality_problems
@@ -93,15 +95,6 @@ class _Norm(torch.nn.Module):
         return _TENormSaves.apply(x)
 
 
-class _QKV(torch.nn.Module):
-    def __init__(self, h: int, out: int):
-        super().__init__()
-        self.lin = torch.nn.Linear(h, out, bias=False, dtype=torch.bfloat16)
-
-    def forward(self, x):
-        return self.lin(x), None
-
-
 def _kept_by_mcore(monkeypatch, *, nq: int, nkv: int, d: int, t: int, rank: int, qk_norm: bool,
                    sq: int = 8, b: int = 2) -> int:
     """Bytes of the distinct activation storages saved between megatron-core 0.16.1's QKV linear output and the
@@ -115,7 +108,7 @@ def _kept_by_mcore(monkeypatch, *, nq: int, nkv: int, d: int, t: int, rank: int,
                         lambda x, group=None: torch.cat([x] * t, dim=-1))
     monkeypatch.setattr(attention, "get_tensor_model_parallel_rank", lambda: rank)
     fake = types.SimpleNamespace(
-        linear_qkv=_QKV(h, local_width),
+        linear_qkv=QKVShard(h, local_width),
         config=types.SimpleNamespace(num_query_groups=nkv, test_mode=False),
         world_size=t,
         num_attention_heads_per_partition=nq // nkv if sub else nq // t,

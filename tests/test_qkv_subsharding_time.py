@@ -11,6 +11,8 @@ import types
 import pytest
 import torch
 
+from qkv_shard import QKVShard
+
 from primus_launch.adapters.megatron import plan_from_argv
 from primus_launch.plan import Cluster
 from primus_launch.projection.cost import layer_collectives as lc
@@ -25,17 +27,6 @@ def _plan(nq: int, nkv: int, d: int, tp: int, sp: bool = True):
             f"--micro-batch-size {MBS} --global-batch-size {4 * MBS} --vocab-size 1024 --bf16 "
             f"--tensor-model-parallel-size {tp}" + (" --sequence-parallel" if sp else "")).split()
     return plan_from_argv(argv, Cluster(gpu="h100-sxm", gpus_per_node=8))
-
-
-class _QKV(torch.nn.Module):
-    """The rank's shard of the column-parallel QKV linear (``ColumnParallelLinear``: ``output_size / tp`` rows)."""
-
-    def __init__(self, h: int, out: int):
-        super().__init__()
-        self.lin = torch.nn.Linear(h, out, bias=False, dtype=torch.bfloat16)
-
-    def forward(self, x):
-        return self.lin(x), None
 
 
 class _Group:
@@ -76,7 +67,7 @@ def _mcore_calls(monkeypatch, *, nq: int, nkv: int, d: int, t: int, rank: int):
     sub = nkv < t
     h = nq * d
     fake = types.SimpleNamespace(
-        linear_qkv=_QKV(h, (nq + 2 * nkv) * d // t),
+        linear_qkv=QKVShard(h, (nq + 2 * nkv) * d // t),
         config=types.SimpleNamespace(num_query_groups=nkv, test_mode=False),
         world_size=t,
         # SelfAttention.__init__ (attention.py:289-303)

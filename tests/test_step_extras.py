@@ -196,3 +196,19 @@ def test_megatron_fsdp_at_one_rank_costs_what_ddp_does_without_the_nan_check():
     assert project_dry_run(ddp).iteration_time_s == pytest.approx(project_dry_run(fsdp).iteration_time_s, rel=1e-12)
     nan = ddp.with_changes(training={"check_for_nan_in_grad": True})
     assert project_dry_run(nan).iteration_time_s > project_dry_run(ddp).iteration_time_s
+
+
+def test_a_negative_clip_is_no_clip():
+    """Megatron-LM takes any --clip-grad (core_v0.16.1 arguments.py: type=float, no check) and computes the norm
+    only 'if self.config.clip_grad > 0.0' (optimizer.py MixedPrecisionOptimizer.step / FP32Optimizer.step): a
+    negative clip is read (it was refused: 'Input should be greater than or equal to 0') and priced as 0."""
+    import inspect
+
+    from megatron.core.optimizer import optimizer as mcore_optimizer
+
+    assert "if self.config.clip_grad > 0.0:" in inspect.getsource(mcore_optimizer.MixedPrecisionOptimizer.step)
+    neg, off = _plan("--clip-grad", "-1"), _plan("--clip-grad", "0")
+    assert neg.training.clip_grad == -1.0
+    assert optimizer_bytes_per_param(neg) == optimizer_bytes_per_param(off) < optimizer_bytes_per_param(_plan())
+    lay = SimpleNamespace(tp=SimpleNamespace(gpus_per_node=8), dp=SimpleNamespace(size=32, nodes=4))
+    assert step_extras.scalar_collectives_s(neg, lay, True) == step_extras.scalar_collectives_s(off, lay, True)

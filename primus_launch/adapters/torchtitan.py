@@ -98,6 +98,8 @@ def comment_cluster(text: str) -> dict[str, str]:
 
 
 def comment_count(cfg: dict[str, str], key: str, default: int) -> int:
+    """The count ``cfg[key]`` of a ``# primus-launch:`` comment (:func:`comment_cluster`), ``default`` where the
+    comment leaves ``key`` out; refused (one line naming the key) unless a whole number from 1 to 9,999,999."""
     if key not in cfg:
         return default
     try:

@@ -549,11 +549,14 @@ def launch_exports(text: str) -> dict[str, str]:
             if line.lstrip().startswith("export "):
                 out[m.group(1)] = val
             continue
-        for t in _tokens(text, a, b, env):
-            if not ENV_WORD.match(t.text):
-                break
-            name, _, val = t.text.partition("=")
-            out[name] = val
+        # a value with a blank (`export A="x y"`, `A=1 B=2`): the words -- exported, or a command's prefix when a
+        # command follows them; NAME=value words alone on their line are the shell's
+        words = [t.text for t in _tokens(text, a, b, env)]
+        exported = words[:1] == ["export"]
+        lead = words[1:] if exported else words
+        n = next((i for i, w in enumerate(lead) if not ENV_WORD.match(w)), len(lead))
+        if exported or n < len(lead):
+            out.update(w.partition("=")[::2] for w in lead[:n])
     return out
 
 

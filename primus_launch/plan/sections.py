@@ -696,8 +696,9 @@ class Training(BoundedSection):
                                                              "parameters (fp32 main copies) computed every iteration")
     log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
                                                                    "the main gradients counted every optimizer step")
-    clip_grad: float = Field(default=1.0, ge=0, description="Megatron --clip-grad: the global gradient-norm clip; "
-                                                            "0 = no norm computed in the optimizer step")
+    clip_grad: float = Field(default=1.0, description="Megatron --clip-grad: the global gradient-norm clip; "
+                                                      "<= 0 = no norm computed in the optimizer step (core_v0.16.1 "
+                                                      "optimizer.py: 'if self.config.clip_grad > 0.0')")
     check_for_nan_in_grad: bool = Field(default=True, description="Megatron --check-for-nan-in-loss-and-grad "
                                         "(default; --no-check-for-nan-in-loss-and-grad = False): an L2 norm of every "
                                         "gradient bucket before its data-parallel collective")

@@ -94,14 +94,20 @@ def state_offload_bytes(plan: Plan) -> tuple[float, float]:
     return f * master, f * moments
 
 
+def stream_bw(spec: GPUSpec) -> float:
+    """Bytes per second a memory-bound pass over a buffer streams on ``spec`` (module doc): ``hbm_bw`` times the
+    fitted HBM efficiency of its architecture (``compute.hbm_eta``), ``calibration.HBM_BW_EFFICIENCY`` without one."""
+    from primus_launch.projection.cost.compute import hbm_eta
+
+    return spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
+
+
 def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float, overlap_s: float = 0.0) -> float:
     """Seconds of the optimizer step on ``held`` parameters of one GPU (module doc); ``overlap_s``: the
     exposed DP tail before it, which the chunked offload's first host-to-device copies overlap."""
-    from primus_launch.projection.cost.compute import hbm_eta
-
     t = plan.training
     opt_bytes = optimizer_bytes_per_param(plan) if t.optimizer == "adam" else 14
-    hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
+    hbm = stream_bw(spec)
     off = t.offload.optimizer_fraction
     opt = held * (1 - off) * opt_bytes / hbm + held * stat_bytes_per_param(plan) / hbm
     if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link

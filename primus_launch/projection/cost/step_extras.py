@@ -46,8 +46,8 @@ from __future__ import annotations
 import math
 
 from primus_launch.plan import Plan
-from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.collectives import nccl_call_latency
+from primus_launch.projection.cost.optimizer import stream_bw
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
 
@@ -127,9 +127,7 @@ def step_extras_s(plan: Plan, spec: GPUSpec, lay: Layout, dense_params: float, e
     0 outside Megatron."""
     if plan.framework != "megatron":
         return 0.0
-    from primus_launch.projection.cost.compute import hbm_eta
-
-    hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
+    hbm = stream_bw(spec)   # the optimizer step's streaming rate (cost/optimizer.py)
     dp_cp = lay.dp.size
     if not applies(plan):
         zeroed, full = megatron_fsdp_passes(plan)
