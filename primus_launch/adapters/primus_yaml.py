@@ -25,7 +25,10 @@ and Primus builds the trainer's configuration as follows (facts of ``primus/core
 4. the model preset (``primus/configs/models/<fw>/<model>``) adds only the *top-level keys the
    module config does not have* (``merge_namespace(..., allow_override=False)``); it gets a ``model``
    key naming itself when it has none;
-5. ``overrides`` are deep-merged last.
+5. ``overrides`` are deep-merged last; every merged value passes ``yaml_utils.set_value_by_key``, which makes the
+   exact string ``'null'`` None and types nothing else: a word or a quoted number (``None``, ``"128"``,
+   ``${VAR:None}``) reaches Megatron-LM as a string (``MegatronArgBuilder`` coerces enum arguments only) and is
+   refused where a number belongs; a null over a TorchTitan ``int`` the plan reads too (merged over the default).
 
 The Primus checkout is the one the file lives in (the first ``primus/configs`` found walking up from
 the file), or ``primus_root`` (``--primus-root``: the checkout or its ``primus/configs`` folder).
