@@ -53,7 +53,10 @@ number on a command line or as a YAML word (refused, as Megatron-LM's parser ref
 tokenizer shape (``"vocab_size": true``, a ``model.vocab`` string, ``true`` / negative ids: not read) or past the bound
 (named by its file), a wrapper's ``cluster.nodes`` / ``gpus_per_node`` out of range (named as written), YAML tags and
 documents, TOML dates where numbers belong, bash that bash never finishes, ``--train-tokens`` forms no count is, a
-command after ``--`` without ``#!``, ``--version`` / ``--help`` into a full or closed stdout (one line, exit 2).
+command after ``--`` without ``#!``, ``--version`` / ``--help`` into a full or closed stdout (one line, exit 2);
+the robust15 classes (``--only r15:``, the field drawn by ``--seed``): a number given ``None`` / ``'Null'`` / ``"128"`` / ``${VAR:None}`` /
+``???`` in a Primus experiment, a Megatron-Bridge or a NeMo YAML (those loaders keep the string and the batch
+arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1659,6 +1662,57 @@ def robust14_cases() -> list[Case]:
     return out
 
 
+def robust15_cases(rng: random.Random, quick: bool) -> list[Case]:
+    """The robust15 classes (``--only r15:``): a number field given a word or a quoted number in the formats whose
+    loaders keep it a string (``None``, ``'Null'``, ``"128"``, ``${GBS:None}``, ``???``): Primus hands it to
+    Megatron-LM as it is (argument_builder.py coerces enums only; only the exact string 'null' becomes None,
+    yaml_utils.py set_value_by_key), Megatron-Bridge's ``ConfigContainer`` loaders and NeMo's OmegaConf keep it, and
+    their batch arithmetic fails; it was read as unset (the default projected) or as the number.  YAML's null (and
+    Primus's 'null' / ``${GBS:null}``) still means the default.  TorchTitan on a command line: tyro refuses ``True``
+    for an int option (it was typed a boolean and refused as the TOML key).  The field of each format is drawn from
+    the seeded generator."""
+    out: list[Case] = []
+    pkey = rng.choice(["global_batch_size", "train_iters", "seq_length"])
+    pline = {"global_batch_size": b"      global_batch_size: 256", "train_iters": b"      train_iters: 50",
+             "seq_length": b"      seq_length: 8192"}[pkey]
+    head = pline.split(b":")[0] + b": "
+    words = [b"None", b"'None'", b"'Null'", b'"128"', b"${R15:None}", b"${R15:}"]
+    for v in (rng.sample(words, 3) if quick else words):
+        out.append(Case(f"r15:primus:{pkey}={v.decode()}", "value", {"r.yaml": PRIMUS.replace(pline, head + v)},
+                        ["--project", "r.yaml"] + TAIL, expect_refusal=True, expect_words=(pkey, "unquoted")))
+    for v in (b"'null'", b"~", b"${R15:null}"):
+        out.append(Case(f"r15:primus:{pkey}={v.decode()}", "value", {"r.yaml": PRIMUS.replace(pline, head + v)},
+                        ["--project", "r.yaml"] + TAIL))
+    bkey = rng.choice([("train.global_batch_size", rb"(?m)^(  global_batch_size: )256$"),
+                       ("train.micro_batch_size", rb"(?m)^(  micro_batch_size: )1$"),
+                       ("train.train_iters", rb"(?m)^(  train_iters: )1000$")])
+    m = re.search(bkey[1], BRIDGE)
+    for v in (b"None", b"'null'", b'"128"'):
+        data = BRIDGE[:m.start()] + m.group(1) + v + BRIDGE[m.end():]
+        out.append(Case(f"r15:bridge:{bkey[0]}={v.decode()}", "value", {"b.yaml": data}, ["--project", "b.yaml"] + TAIL,
+                        expect_refusal=True, expect_words=(bkey[0], "unquoted")))
+    nkey = rng.choice(["global_batch_size", "micro_batch_size"])
+    mm = re.search(r"(?m)^(\s+" + nkey + r": )(.*)$", NEMO)
+    for v in ("None", "'null'", "'128'", "???"):
+        text = NEMO[:mm.start()] + mm.group(1) + v + NEMO[mm.end():]
+        out.append(Case(f"r15:nemo:{nkey}={v}", "value", {"n.yaml": text.encode()}, ["--project", "n.yaml"] + TAIL,
+                        expect_refusal=True, expect_words=(f"model.{nkey}=",)))
+    tt = PRIMUS.replace(b"framework: megatron", b"framework: torchtitan").split(b"    # model (")[0] + \
+        b"    training:\n      local_batch_size: 2\n      seq_len: 4096\n      steps: 10\n"
+    out.append(Case("r15:primus-titan:training.local_batch_size=2", "value", {"r.yaml": tt}, ["--project", "r.yaml"] + TAIL))
+    for v in (b"null", b"~"):
+        out.append(Case(f"r15:primus-titan:training.local_batch_size={v.decode()}", "value",
+                        {"r.yaml": tt.replace(b"local_batch_size: 2", b"local_batch_size: " + v)},
+                        ["--project", "r.yaml"] + TAIL, expect_refusal=True,
+                        expect_words=("training.local_batch_size='null'", "leave the key out")))
+    tkey = rng.choice(["training.local_batch_size", "training.steps", "parallelism.tensor_parallel_degree"])
+    for v in ("True", "None", "false"):
+        cmd = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--job.config_file", "r.toml", f"--{tkey}", v]
+        out.append(Case(f"r15:titan-argv:--{tkey} {v}", "argv", {"r.toml": TOML}, ["--project", "--dry-run", "--json", "--"] + cmd,
+                        expect_refusal=True, expect_words=(f"--{tkey}='{v}'", "expected an integer")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1694,6 +1748,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += titanjob_cases()
     cases += titanval_cases()
     cases += robust14_cases()
+    cases += robust15_cases(rng, quick)
     return cases
 
 

@@ -224,8 +224,10 @@ def _integer(node: yaml.Node, dest: str, name: str) -> Any:
     ``dataset.seq_length``) as the Megatron-LM argument ``dest`` takes it (:func:`megatron_args.convert`): a float,
     a word, nan / inf, a boolean, a list or a mapping is refused in one line naming the argument and the value
     (an ``int()`` of it raised ValueError / TypeError / OverflowError: an internal error)."""
+    raw = _plain(node)
+    _refuse_quoted_number(name, raw, dest)
     try:
-        return convert(BY_DEST[dest], _plain(node))
+        return convert(BY_DEST[dest], raw)
     except PlanError as e:  # named as the file writes it (``name``), not as the Megatron-LM flag (user15)
         raise PlanError(name, e.value, e.allowed) from None
 
@@ -271,6 +273,7 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
             unread.append(f"{section}.{key}")
             continue  # a mapping where one number or switch belongs: refused by convert, naming the argument
         _refuse_quoted_false(f"{section}.{key}", raw, dest)
+        _refuse_quoted_number(f"{section}.{key}", raw, dest)
         try:
             got = convert(spec, raw) if spec is not None else raw
         except PlanError as e:  # named as the file writes it, not as the Megatron-LM flag it becomes (user15)
@@ -294,6 +297,20 @@ def _refuse_quoted_false(field: str, raw: Any, dest: str) -> None:
     if (spec is not None and spec.kind in ("true", "false")) or (f is not None and f.kind in ("true", "false", "boolopt")):
         raise PlanError(field, raw, "true or false unquoted (a quoted string is no YAML boolean: Megatron-Bridge keeps "
                                     "the string, which is true whatever it says)")
+
+
+def _refuse_quoted_number(field: str, raw: Any, dest: str) -> None:
+    """Refuse a number field written as a string: ``global_batch_size: None`` / ``'null'`` / ``"128"``.  YAML's null
+    is ``null`` / ``~`` / empty (``None`` is a string to ``yaml.safe_load`` and to OmegaConf's loader alike);
+    ``ConfigContainer.from_yaml``'s ``instantiate`` and the OmegaConf override path (``omegaconf_utils.py``
+    ``process_config_with_overrides``: an untyped ``OmegaConf.create`` of the dataclass's dict, then ``setattr``)
+    hand the string to the dataclass as it is, where the arithmetic of ``ConfigContainer.validate`` fails; it was
+    read as unset (the default) or as the number.  ``${...}`` interpolations are left to ``convert``."""
+    spec = BY_DEST.get(dest)
+    if spec is None or spec.kind not in ("int", "float") or not isinstance(raw, str) or "${" in raw:
+        return
+    raise PlanError(field, raw, ("an integer" if spec.kind == "int" else "a number") + " unquoted, or null for the "
+                    "default (a string is kept as it is by Megatron-Bridge's loaders, and fails)")
 
 
 def _env_text(value: Any) -> str | None:

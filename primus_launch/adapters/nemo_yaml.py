@@ -186,6 +186,14 @@ def _model_fields(rec: NemoRecipe, res: Resolver, unread: list[str]) -> None:
             # Megatron-Core, where a non-empty string is true (the reader read false; megatron_yaml refuses the same)
             raise PlanError(f"model.{key}", val, "true or false unquoted (a quoted string is no YAML boolean: NeMo "
                                                  "keeps the string, which is true whatever it says)")
+        if spec is not None and spec.kind in ("int", "float") and isinstance(val, str) and "${" not in val:
+            # `global_batch_size: None` / `'null'` / `'128'`: a string to OmegaConf's YAML loader (its null is null /
+            # ~ / empty), which NeMo's `cfg.get(key)` hands on as it is (its batch arithmetic fails); it was read as
+            # unset or as the number.  `???` is OmegaConf's mandatory missing value (MissingMandatoryValue on access)
+            what = "an integer" if spec.kind == "int" else "a number"
+            raise PlanError(f"model.{key}", val, f"{what}: ??? is OmegaConf's missing mandatory value (NeMo raises "
+                            "MissingMandatoryValue reading it)" if val == "???" else f"{what} unquoted, or null "
+                            "(a string is kept as it is by OmegaConf and NeMo, and fails)")
         try:
             got = None if val is None else convert(spec, val) if spec is not None else val
         except PlanError as e:  # named as the file writes it, not as the Megatron-LM flag it becomes

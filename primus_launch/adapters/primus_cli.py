@@ -23,7 +23,6 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.adapters.torchtitan_script import ENV_WORD, command_lines
@@ -65,12 +64,32 @@ def is_primus_cli_script(text: str) -> bool:
 
 
 def _coerce(value: str) -> Any:
-    """Primus ``_coerce_cli_value_modern``: bool / int / float / list / dict / None, else the string."""
+    """Primus ``_coerce_cli_value_modern`` (primus/core/utils/arg_utils.py:14-36, what ``train_runtime.py``
+    ``_apply_overrides`` uses): ``true`` / ``false`` in any case a bool; the word ``None`` or a ``[`` / ``(`` / ``{``
+    literal by ``ast.literal_eval``; with a ``.`` ``float()``; else ``int()``; else the string as it is (``null``,
+    ``~``, ``yes``, ``0x10`` stay strings; YAML read them as None / True / 16)."""
+    import ast
+
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if value == "None" or value[:1] in ("[", "(", "{"):
+        try:
+            v = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+        else:
+            return v
+    if "." in value:
+        try:
+            return float(value)
+        except ValueError:
+            pass
     try:
-        v = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-    return v if isinstance(v, (bool, int, float, list, dict)) or v is None else value
+        return int(value)
+    except ValueError:
+        from primus_launch.adapters.primus_yaml import CliWord
+
+        return CliWord(value)  # kept a string by the runtime's merge: `null` too (not None, as in a YAML)
 
 
 def cli_overrides(tokens: list[str]) -> dict:

@@ -25,7 +25,10 @@ and Primus builds the trainer's configuration as follows (facts of ``primus/core
 4. the model preset (``primus/configs/models/<fw>/<model>``) adds only the *top-level keys the
    module config does not have* (``merge_namespace(..., allow_override=False)``); it gets a ``model``
    key naming itself when it has none;
-5. ``overrides`` are deep-merged last.
+5. ``overrides`` are deep-merged last; every merged value passes ``yaml_utils.set_value_by_key``, which makes the
+   exact string ``'null'`` None and types nothing else: a word or a quoted number (``None``, ``"128"``,
+   ``${VAR:None}``) reaches Megatron-LM as a string (``MegatronArgBuilder`` coerces enum arguments only) and is
+   refused where a number belongs; a null over a TorchTitan ``int`` the plan reads too (merged over the default).
 
 The Primus checkout is the one the file lives in (the first ``primus/configs`` found walking up from
 the file), or ``primus_root`` (``--primus-root``: the checkout or its ``primus/configs`` folder).
@@ -72,6 +75,11 @@ _RESERVED = {"name", "framework", "config", "model", "overrides", "params"}
 # ----------------------------------------------------------------------------- Primus semantics
 _ENV = re.compile(r"\$\{([^:{}]+)(?::([^}]*))?}")
 _FLOAT = re.compile(r"^-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)$")
+
+
+class CliWord(str):
+    """A string a ``primus-cli`` command line gave (:func:`primus_cli.cli_overrides`): the runtime merges it as it is
+    (train_runtime.py ``_apply_overrides``: ``deep_merge``, no ``set_value_by_key``), so even ``null`` stays a string."""
 
 
 def _try_scalar(v: str) -> Any:
@@ -979,6 +987,17 @@ def _megatron_plan_of(r: Resolved, cluster: Optional[Cluster], overrides: Option
             # a ${VAR:false} default is made a boolean by Primus's own _try_scalar)
             raise PlanError(k, v, "true or false, unquoted (a string is no boolean: Primus passes it to Megatron-LM "
                                   "as it is, where a non-empty string is true)")
+        if spec.kind in ("int", "float") and isinstance(v, str) and (v != "null" or isinstance(v, CliWord)):
+            # `global_batch_size: None` / `"128"` / `${GBS:None}`: Primus hands a string to Megatron-LM as it is
+            # (argument_builder.py MegatronArgBuilder.update coerces enum arguments only; yaml_loader.py _try_scalar
+            # types a ${VAR:...} result as bool / int / float only), where its arithmetic fails (arguments.py
+            # validate_args `assert args.global_batch_size > 0`); only the exact string 'null' becomes None
+            # (yaml_utils.py set_value_by_key, on every merged module value; not on a command line's: CliWord)
+            what = "an integer" if spec.kind == "int" else "a number"
+            raise PlanError(spec.flag, v, f"{what}, or None for the default (primus-cli keeps any other word a string, "
+                            "which reaches Megatron-LM as it is, and fails)" if isinstance(v, CliWord) else
+                            f"{what} unquoted, or null for the default (a string reaches Megatron-LM as it is from "
+                            "Primus, and fails)")
         val = convert(spec, v)
         if val is not None:
             args[key] = val
@@ -1114,6 +1133,34 @@ _TT_PRIMUS_TURBO = {"use_turbo_attention": "attention", "use_turbo_mx_linear": "
                     "use_classic_attention": "classic attention"}
 
 
+#: the TorchTitan number keys the plan reads (torchtitan v0.2.2 types them ``int``, not ``int | None``)
+_TITAN_READ_NUMBERS = ("training.local_batch_size", "training.global_batch_size", "training.seq_len", "training.steps",
+                       "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+                       "parallelism.context_parallel_degree", "parallelism.data_parallel_shard_degree",
+                       "parallelism.data_parallel_replicate_degree", "parallelism.expert_parallel_degree")
+
+
+def _refuse_titan_nulls(job: Mapping[str, Any]) -> None:
+    """Refuse ``local_batch_size: null`` (or ``'null'``, which ``set_value_by_key`` makes None) in a TorchTitan module:
+    Primus merges the None over TorchTitan's default (backends/torchtitan/argument_builder.py
+    ``TorchTitanJobConfigBuilder.update``: ``deep_merge``, no typing), and the ``int`` field fails in the trainer
+    (``global_batch_size < 0``, ``local_batch_size * dp``); it was read as the default.  A TOML cannot write null."""
+    from primus_launch.adapters.titan_job_types import job_data
+
+    types = job_data()["types"]
+    for path in _TITAN_READ_NUMBERS:
+        if types.get(path) not in ("int", "float"):
+            continue
+        *up, leaf = path.split(".")
+        node: Any = job
+        for part in up:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] is None:
+            raise PlanError(path, "null", "an integer: Primus puts null over TorchTitan's default (its job-config "
+                            "builder merges it as it is) and the int field fails in the trainer; leave the key out "
+                            "for the default")
+
+
 def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
     from primus_launch.adapters.torchtitan import leaf_paths, plan_from_job
 
@@ -1134,6 +1181,7 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optiona
                                            if k not in ("primus_turbo", "extends", "name")})]
     set_paths = [p for p in set_paths if p.split(".", 1)[0] not in ("sink_level", "file_sink_level",
                                                                    "stderr_sink_level")]
+    _refuse_titan_nulls(job)
     nodes_fitted = cluster is None and (overrides or {}).get("num_nodes") is None
     if cluster is None:
         par = job.get("parallelism") or {}

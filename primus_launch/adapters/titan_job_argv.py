@@ -127,7 +127,10 @@ def typed_override(raw: Optional[str], current: Any, where: str, path: Optional[
 
         kind = JOB_TYPES.get(path)
         current = {"strs": [], "bool": False, "int": 0, "float": 0.0}.get(kind) if isinstance(kind, str) else None
-    if isinstance(current, bool) or raw.lower() in ("true", "false"):
+    number = isinstance(current, (int, float)) and not isinstance(current, bool)
+    # `--training.local_batch_size True`: tyro parses an int field with int() and refuses the word (exit 2), as it
+    # refuses None for a field that is not `X | None`; it was typed a boolean and refused as the TOML key's value
+    if isinstance(current, bool) or (raw.lower() in ("true", "false") and not number):
         if raw.lower() not in ("true", "false"):
             raise UserError(f"{where}={raw!r}: expected true or false")
         return raw.lower() == "true"
