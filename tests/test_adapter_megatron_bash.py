@@ -230,3 +230,52 @@ def test_array_index_far_outside_is_not_materialised(assign):
     cmd = [c for c in st.commands if c.args and c.args[0].text == "python"][-1]
     assert [t.text for t in cmd.args[1:]] == ["x.py", "a"]
     assert any("not followed" in w for w in st.warnings), st.warnings
+
+
+# --------------------------------------------------------------------------- assignments ending their line
+# tree-sitter-bash 0.25 parses `B=1 C=2` NEWLINE `export P=LL` as ONE command (export with the prefixes B=1 C=2):
+# the export was read as an ordinary command and dropped.  bash ends the command at the newline.  Each script calls
+# torchrun (a function printing its arguments and the environment it would pass to a program); the reader's
+# torchrun commands must carry the same arguments and, of the script's own names, the same environment.
+_NAMES = ("A", "B", "C", "D", "P", "X", "Y", "NCCL_PROTO")
+PREFIX_LINES = {
+    "export": "A=1\nB=1 C=2\nexport NCCL_PROTO=LL\ntorchrun --nproc_per_node 8 pretrain_gpt.py \"$B\" \"$C\"\n",
+    "declare -x": "B=1 C=2\ndeclare -x P=LL\ntorchrun x.py \"$B$C$P\"\n",
+    "readonly": "B=1 C=2\nreadonly P=LL\nexport P\ntorchrun x.py \"$P\" \"$B\"\n",
+    "local in a function": ("P=out\nf() {\n  B=1 C=2\n  local P=LL\n  torchrun x.py \"$P\" \"$B\"\n}\nf\n"
+                            "torchrun x.py \"$P\" \"$B$C\"\n"),
+    "unset": "export P=LL\nB=1 C=2\nunset P\ntorchrun x.py \"${P-unset}\" \"$C\"\n",
+    "plain assignment": "B=1 C=2\nD=3\nexport D\ntorchrun x.py \"$B$C$D\"\n",
+    "a command next": "export B=0\nB=1 C=2\ntorchrun x.py \"$B\" \"$C\"\n",
+    "a command with its own prefixes next": "B=1 C=2\nX=1 Y=2 torchrun x.py \"$B$C\" \"${X-unset}\"\n",
+    "a comment after the assignments": "B=1 C=2 # two\nexport P=LL\ntorchrun x.py \"$B\"\n",
+    "blank lines between": "B=1 C=2\n\n\nexport P=LL\ntorchrun x.py \"$C\"\n",
+    "prefixes continued onto the next line": "X=1 Y=2 \\\n  torchrun x.py \"${X-unset}\"\n",
+    "in a then branch": "if true; then\n  B=1 C=2\n  export P=LL\nfi\ntorchrun x.py \"$B\"\n",
+}
+
+
+def _bash_launches(script: str) -> list[tuple[list[str], dict[str, str]]]:
+    """What bash passes to each ``torchrun``: its arguments, and the script's names in its environment."""
+    prog = ("torchrun() { printf '%s\\0' \"$@\"; printf '\\1\\0'; env -0; printf '\\2\\0'; }\n"
+            + "unset " + " ".join(_NAMES) + "\n" + script)
+    out = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog], capture_output=True, timeout=10, check=True,
+                         stdin=subprocess.DEVNULL).stdout.decode().split("\0")[:-1]
+    calls = []
+    while out:
+        args, env = out[:out.index("\1")], out[out.index("\1") + 1:out.index("\2")]
+        out = out[out.index("\2") + 1:]
+        pairs = dict(e.split("=", 1) for e in env if "=" in e)
+        calls.append((args, {k: v for k, v in pairs.items() if k in _NAMES}))
+    return calls
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("env") is None, reason="needs bash and env")
+@pytest.mark.parametrize("name", sorted(PREFIX_LINES))
+@pytest.mark.parametrize("lead", ["", "A=1\n"], ids=["first", "after-assignment"])  # the parse depends on what
+def test_assignments_ending_their_line_are_not_prefixes(name, lead):              # comes before (both mis-parse)
+    script = lead + PREFIX_LINES[name]
+    st = ShellState(script)
+    got = [([t.text for t in c.args[1:]], {k: "".join(p.ch for p in v) for k, v in c.env.items() if k in _NAMES})
+           for c in st.commands if c.args and c.args[0].text == "torchrun"]
+    assert got == _bash_launches(script)

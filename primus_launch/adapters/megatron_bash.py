@@ -27,7 +27,9 @@ tree-sitter-bash 0.25 cannot parse some valid ``${...}`` forms (``"${X:-a|b}"``,
 and read from the script's text here (name, operator and a literal or ``$``-expanding argument).
 ``NAME=<file`` (bash: ``NAME=`` and a redirection) is parsed as ``NAME <file``, a redirection to an
 escaped blank (``> \\ ``) with the blank masked, a backquoted comment (`` `# note` ``, whose comment
-tree-sitter-bash runs past the closing backquote) as `` `: note` ``.  What bash itself cannot parse is an error
+tree-sitter-bash runs past the closing backquote) as `` `: note` ``; two or more ``NAME=value`` ending their line
+(``B=1 C=2`` NEWLINE ``export X=1``, which tree-sitter-bash 0.25 reads as one command, ``export`` with prefixes) as
+``B=1 C=2;``.  What bash itself cannot parse is an error
 naming the line and the construct, as ``bash -n`` does: also a redirection whose file is on the next line, which
 tree-sitter-bash accepts.
 """
@@ -424,7 +426,12 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
                          "such as 1+1+...+1 is a level; launch scripts nest a few)", deep.start_byte)
         bad = _first_error(root)
         if bad is None:
-            break
+            ends = _run_on_prefixes(data, root)
+            if not ends:
+                break
+            for at in ends:  # `B=1 C=2` NEWLINE `export X=1`: two commands (bash), one in tree-sitter-bash 0.25
+                data[at] = 0x3B  # the blank or newline after the assignments -> ";" (offsets kept; lines read from text)
+            continue
         span = _unreadable(data, bad, masked)
         if span is None:
             hit = _empty_assignment(data, bad, empty)
@@ -452,6 +459,34 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
     if warnings is not None:
         warnings.extend(notes)
     return sc
+
+
+def _run_on_prefixes(data: bytearray, root: tree_sitter.Node) -> list[int]:
+    """Where a command's ``NAME=value`` prefixes end their line: tree-sitter-bash 0.25 parses ``B=1 C=2`` NEWLINE
+    ``export X=1`` (two or more assignments, then a line that starts with a word) as ONE command, ``export`` with
+    the prefixes ``B=1 C=2``; bash ends a simple command at an unescaped newline (bash(1) SHELL GRAMMAR), so the
+    assignments set shell variables and ``export`` / ``declare`` / ``local`` / ``unset`` / ``torchrun ...`` is the
+    next command.  Returns the byte after the last assignment before such a newline (a blank or the newline)."""
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type != "command" or node.child_by_field_name("name") is None:
+            continue
+        kids = [c for c in node.children if c.type != "comment"]
+        comments = [c for c in node.children if c.type == "comment"]
+        for prev, c in zip(kids, kids[1:]):
+            if prev.type != "variable_assignment":
+                continue
+            gap = bytes(data[prev.end_byte:c.start_byte]).replace(b"\\\n", b"")
+            if (b"\n" in gap or any(prev.end_byte <= k.start_byte < c.start_byte for k in comments)) \
+                    and data[prev.end_byte:prev.end_byte + 1] in (b" ", b"\t", b"\n"):
+                out.append(prev.end_byte)
+                break
+            if c.type == "command_name":
+                break
+    return out
 
 
 def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
