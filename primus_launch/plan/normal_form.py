@@ -22,13 +22,10 @@ different job from DDP there and reads back as written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from primus_launch.plan.schema import Plan
+from primus_launch.plan.sections import PlanSections
 
 
-def titan_shard_degree(plan: "Plan") -> int:
+def titan_shard_degree(plan: PlanSections) -> int:
     """TorchTitan's FSDP mesh size ``dp_shard x cp`` of ``plan`` under its ``dp_sharding`` (``dp_shard =
     dp / dp_replicate`` with FSDP, 1 with DDP; torchtitan 0.3.0 ``parallel_dims.py``)."""
     p = plan.parallel
@@ -36,7 +33,7 @@ def titan_shard_degree(plan: "Plan") -> int:
     return shard * p.cp
 
 
-def normalize(plan: "Plan") -> None:
+def normalize(plan: PlanSections) -> None:
     """Put ``plan`` (in place, before its legality check) in the normal form above: a TorchTitan plan with
     ``dp_sharding = "full"`` and ``dp_shard x cp = 1`` becomes ``"none"``, ``dp_replicate = 1``,
     ``overlap_param_gather = False`` (torchtitan 0.3.0 ``ParallelDims.fsdp_enabled`` is false there)."""

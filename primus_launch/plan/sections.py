@@ -827,3 +827,9 @@ class PlanSections(Protocol):
 
     @property
     def framework(self) -> Framework: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def dp(self) -> int: ...
