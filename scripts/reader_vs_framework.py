@@ -64,6 +64,15 @@ from typing import Any, Callable, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def tally(counts: collections.Counter, label: Any, diffs: dict[str, tuple[Any, Any]], show: bool = True) -> None:
+    """Count one file ``same`` / ``different`` and print its line: ``DIFF label {field: [reader, framework]}``,
+    or ``SAME label`` when ``show``."""
+    counts["different" if diffs else "same"] += 1
+    if diffs or show:
+        print(("DIFF " if diffs else "SAME ") + str(label) +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+
+
 def _ns2d(x: Any) -> Any:
     if isinstance(x, SimpleNamespace):
         return {k: _ns2d(v) for k, v in vars(x).items()}
@@ -223,9 +232,7 @@ def primus(root: Path) -> collections.Counter:
                     print(f"REF {rel}: {str(e)[:140]}")
                     continue
                 diffs = (megatron_diffs if c.get("framework") == "megatron" else titan_module_diffs)(c, plan)
-                counts["different" if diffs else "same"] += 1
-                print(("DIFF " if diffs else "SAME ") + str(rel) +
-                      (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+                tally(counts, rel, diffs)
         finally:
             os.chdir(here)
     return counts
@@ -361,9 +368,7 @@ def _compare_lines(lines, config_manager, counts: collections.Counter, read, dif
             print(f"TORCHTITAN-REFUSES {label}: {why}")
             continue
         diffs = diffs_of(cfg, plan)
-        counts["different" if diffs else "same"] += 1
-        print(("DIFF " if diffs else "SAME ") + label +
-              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+        tally(counts, label, diffs)
     return counts
 
 
@@ -778,9 +783,7 @@ def bridge(repo: Path) -> collections.Counter:
                 print(f"CRASH {label}: {type(e).__name__}: {str(e)[:120]}")
                 continue
             diffs = _bridge_diffs(d, plan)
-            counts["different" if diffs else "same"] += 1
-            print(("DIFF " if diffs else "SAME ") + label +
-                  (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+            tally(counts, label, diffs)
     return counts
 
 

@@ -57,6 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from reader_vs_framework import tally  # noqa: E402  (scripts/: one DIFF / SAME line per file for both probes)
+
 MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
 OTHER_MIRRORS = ("NVIDIA-NeMo+Megatron-Bridge", "NVIDIA+NeMo-Framework-Launcher", "NVIDIA+dgxc-benchmarking",
                  "alibaba+Pai-Megatron-Patch", "ROCm+Megatron-LM", "ROCm+MAD", "AMD-AGI+Primus", "NVIDIA+NeMo")
@@ -666,10 +668,7 @@ def run_source(name: str, ref: str, root: Path, files: list[Path], tree: Path, v
         if {"--patch-tokenizer-type", "--extra-vocab-size"} & set(r.get("unknown") or []):
             # Pai-Megatron-Patch's and the ROCm Qwen branches' tokenizers pad their own vocabulary (vocab + extra)
             diffs.pop("make_vocab_size_divisible_by", None)
-        counts["different" if diffs else "same"] += 1
-        if diffs or verbose:
-            print(("DIFF " if diffs else "SAME ") + str(rel) +
-                  (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+        tally(counts, rel, diffs, show=verbose)
     for w, k in why_m.most_common(4):
         print(f"  read, Megatron refuses x{k}: {w}")
     if unknown:
@@ -729,11 +728,9 @@ def run_yaml_cfg(tmp: Path, verbose: bool) -> collections.Counter:
             print(f"MEGATRON-REFUSES {label}: {(r or {}).get('msg', 'not parsed')[:200]}")
             continue
         diffs = megatron_vs_plan(r["ns"], plan)
-        counts["different" if diffs else "same"] += 1
         if r.get("fallback"):
             label += f" [Megatron's {r['fallback']}: compared with parse_args' defaults + the file, validate_args]"
-        print(("DIFF " if diffs else "SAME ") + label +
-              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+        tally(counts, label, diffs)
     return counts
 
 
