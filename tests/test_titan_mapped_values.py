@@ -41,6 +41,14 @@ def _job(table: str, line: str) -> str:
     return text.replace(head, head + line + "\n", 1) if head in text else text + f"\n{head}{line}\n"
 
 
+def _refused_in_one_line(text: str, words: tuple[str, ...]) -> None:
+    """Reading ``text`` raises a one-line PlanError holding every one of ``words``."""
+    with pytest.raises(PlanError) as e:
+        plan_from_text(text)
+    msg = str(e.value)
+    assert "\n" not in msg and all(w in msg for w in words), msg
+
+
 @pytest.mark.parametrize("table, line, words", [
     ("model", 'converters = "float8"', ("model.converters='float8'", "a list of converter names")),
     ("model", 'converters = ["float8", 3]', ("model.converters=", "a list of converter names")),
@@ -57,10 +65,7 @@ def _job(table: str, line: str) -> str:
     ("parallelism", 'module_fqns_per_model_part = ["layers.0"]', ("module_fqns_per_model_part=", "lists")),
 ])
 def test_a_bad_value_of_a_key_read_into_the_plan_is_refused_in_one_line(table, line, words):
-    with pytest.raises(PlanError) as e:
-        plan_from_text(_job(table, line))
-    msg = str(e.value)
-    assert "\n" not in msg and all(w in msg for w in words), msg
+    _refused_in_one_line(_job(table, line), words)
 
 
 @pytest.mark.parametrize("table, line", [
@@ -91,10 +96,7 @@ def test_an_unknown_converter_may_come_from_the_jobs_own_import():
     ("parallelism", "spmd = true", ("parallelism.spmd=True", "[parallelism]")),
 ])
 def test_an_unknown_key_of_a_torchtitan_table_is_refused_naming_its_table(table, line, words):
-    with pytest.raises(PlanError) as e:
-        plan_from_text(_job(table, line))
-    msg = str(e.value)
-    assert "\n" not in msg and all(w in msg for w in words), msg
+    _refused_in_one_line(_job(table, line), words)
 
 
 def test_architecture_given_as_fields_is_not_an_unknown_key():
