@@ -155,7 +155,7 @@ def current_items(path: Path = CURRENT) -> list[Item]:
 
     out = []
     for r in json.loads(path.read_text()):
-        fw = "torchtitan" if r.get("torchtitan_config") else "megatron"
+        fw = "torchtitan" if r.get("torchtitan_config") or r.get("torchtitan_launch") else "megatron"
         it = Item(id=r["id"], kind="current", expect="ran", framework=fw, source=r.get("source", ""))
         notes: list[str] = []
         if r.get("memory_not_judged"):  # the row's own data says why its memory cannot be judged
@@ -172,7 +172,7 @@ def current_items(path: Path = CURRENT) -> list[Item]:
                 row, why = flag_row(r2, "judge", "current")
                 notes.append(f"global batch not published: --global-batch-size {gbs} (2 x PP micro-batches per DP "
                              "rank) assumed; the memory peak does not depend on it beyond the schedule's warm-up")
-        elif r.get("torchtitan_config"):
+        elif r.get("torchtitan_config") or r.get("torchtitan_launch"):
             row, why = titan_row(r, "judge", "current")
         elif r.get("primus_config"):
             row, why = primus_row(r, "judge", "current")

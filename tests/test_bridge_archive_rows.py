@@ -3,8 +3,9 @@
 Checked against the tables themselves: each row builds through the Megatron adapter (``build_runs.flag_row``) into a
 plan with the table's TP / PP / VP / CP / EP, micro and global batch; and the table's two measured columns agree with
 the plan's model: published TFLOP/s / published tokens/s = primus-launch's model FLOPs per token of the plan
-(Megatron-Bridge counts the same causal, active-expert FLOPs) to 1 %, except the one DeepSeek-V3 row the table
-marks 'w/ MTP', whose TFLOP/s carry the MTP layer (about 4 %) that ``model_flops_per_token`` does not count.  That
+(Megatron-Bridge counts the same causal, active-expert FLOPs) to 1 %, except the DeepSeek-V3 rows with the recipe's
+MTP layer (25.11 'w/ MTP', the 26.02 PP 16 rows), whose TFLOP/s carry it (about 4 %) and ``model_flops_per_token`` does
+not count it.  That
 identity is what tells the GB200 DeepSeek-V3 BF16 row ran without MTP (the recipe default has one MTP layer).
 GPT-OSS rows are left out of it: Bridge v0.3.0 counts the quick-GeGLU MLP as two GEMMs (CURRENT_RUNS.md).
 """
@@ -26,7 +27,9 @@ IDS = ["mbridge2511_b200_fp8_cs_llama31_405b_128gpu", "mbridge2511_b200_fp8_mx_l
        "mbridge2511_b200_fp8_mx_qwen3_30b_a3b_8gpu_mbs1", "mbridge2511_h100_fp8_cs_qwen3_235b_a22b_256gpu_gbs2048",
        "mbridge2511_b200_fp8_mx_deepseek_v3_256gpu_pp16", "mbridge2511_gb200_bf16_deepseek_v3_nomtp_256gpu",
        "mbridge2602_gb300_fp8_mx_qwen3_235b_a22b_256gpu_novp", "mbridge2602_gb200_fp8_mx_qwen3_235b_a22b_256gpu_novp",
-       "mbridge2602_b300_bf16_gpt_oss_120b_64gpu_ep64", "mbridge2602_b200_bf16_gpt_oss_120b_64gpu_ep64"]
+       "mbridge2602_b300_bf16_gpt_oss_120b_64gpu_ep64", "mbridge2602_b200_bf16_gpt_oss_120b_64gpu_ep64",
+       # runs12: the 26.02 DeepSeek-V3 MXFP8 rows at PP 16 / EP 8 (v0.3.0 DEEPSEEK_V3_PRETRAIN_CONFIG_{B300,B200}_V2)
+       "mbridge2602_b300_fp8_mx_deepseek_v3_256gpu_pp16", "mbridge2602_b200_fp8_mx_deepseek_v3_256gpu_pp16"]
 CURRENT = {r["id"]: r for r in json.loads((ROOT / "scripts/validation/current_runs.json").read_text())}
 
 

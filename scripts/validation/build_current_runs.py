@@ -422,7 +422,8 @@ DROPOUT_SRC = {
     "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
               "llama3_8b": "llama/llama_provider.py:48-49", "qwen3_30b": "qwen/qwen_provider.py:377-378",
               "qwen3_235b": "qwen/qwen_provider.py:377-378", "dsv3": "deepseek/deepseek_provider.py:69-70"},
-    "26.02": {"qwen3_235b": "qwen/qwen_provider.py:378-379", "gptoss_120b": "gpt_oss/gpt_oss_provider.py:54-55"},
+    "26.02": {"qwen3_235b": "qwen/qwen_provider.py:378-379", "gptoss_120b": "gpt_oss/gpt_oss_provider.py:54-55",
+              "dsv3": "deepseek/deepseek_provider.py:69-70"},
 }
 
 
@@ -1402,7 +1403,8 @@ ARCHIVE_UNKNOWN_2511 = ("25.11 container = Megatron-Bridge 0.2.0; configs read a
 
 def bridge_archive_rows(ds_arch, q_arch):
     """Rows of the archive's 25.11 and 26.02 tables whose stated layout (GPUs, TP/PP/CP/VP/EP, MBS, GBS) the perf
-    configs of the release reproduce and whose plan no other row holds (runs11).  The 25.11 MoE rows whose table
+    configs of the release reproduce and whose plan no other row holds (runs11; the 26.02 DeepSeek-V3 B300 / B200 PP 16
+    rows since runs12).  The 25.11 MoE rows whose table
     layout no v0.2.1 config gives (GB300 DeepSeek-V3 PP 2 EP 32, GB200 DeepSeek-V3 MXFP8 PP 8 EP 32, GB300 Qwen3-235B
     PP 4 VP 12 EP 16 on 256 GPUs, GB300 Qwen3-30B MBS 4, H100 Qwen3-30B MBS 2 VP 24, B200 Qwen3-235B VP 2, B200 / H100
     GPT-OSS EP 8 / MBS 4, GB300 Llama 3.1 405B TP 2 CP 2) are left out; so are the 26.02 rows whose v0.3.0 config
@@ -1558,6 +1560,40 @@ def bridge_archive_rows(ds_arch, q_arch):
                            f"{' / '.join(cg)}. DP {dp}, {gbs // (dp * mbs)} micro-batches per step. Routing forced "
                            "balanced, token-dropless (table footnote).", "Qwen3_235B_a22B", dispatcher="flex/hybridep",
                            cuda_graph="transformer_engine scope=" + ",".join(cg), release="26.02"))
+    # ---------------- 26.02 (v0.3.0 V2, runs12): DeepSeek-V3 (with MTP) MXFP8 on 256 B300 / B200, PP 16 EP 8, HybridEP
+    # deepseek_workload_base_configs.py @v0.3.0: DEEPSEEK_V3_PRETRAIN_CONFIG_{B300,B200}_V2 = the V1 config (PP 16, EP 8,
+    # recompute mla_up_proj, HybridEP, no a2a overlap, no CUDA graph) at GBS 4096; FP8_MX_V2 = FP8_CS_V2 = that config.
+    # deepseek_llm_pretrain.py deepseek_v3_pretrain_config_{b300,b200}: layout=None -> the recipe's layout_map[(16, 1)].
+    layout = "Et*4|(t*4|)*14tmL"
+    for sysname, tok, tf in [("B300", 2983, 776), ("B200", 2689, 699)]:
+        gpus, gbs, mbs, tp, pp, cp, ep = 256, 4096, 1, 1, 16, 1, 8
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ds_arch + [f"--pipeline-model-parallel-layout {layout}"]
+        f += mb_common("dsv3", "fp8_mx", dp, pp, None, tp, extra_gc=5)
+        f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+              "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep", "--moe-hybridep-num-sms 32",
+              "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+              "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--enable-experimental",
+              "--recompute-granularity selective", "--recompute-modules mla_up_proj", "--ddp-average-in-collective"]
+        rows.append(mb_row(f"mbridge2602_{sysname.lower()}_fp8_mx_deepseek_v3_256gpu_pp16", "dsv3", sysname, gpus,
+                           "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f,
+                           f"DEEPSEEK_V3_PRETRAIN_CONFIG_{sysname}_FP8_MX_V2 (= FP8_CS_V2 = the V1 config at GBS 4096: "
+                           "PP 16, EP 8, HybridEP, recompute mla_up_proj, no a2a overlap, no CUDA graph)", "deepseek",
+                           "deepseek_workload_base_configs.py", "deepseek_llm_pretrain.py",
+                           f"deepseek_v3_pretrain_config_{sysname.lower()}",
+                           "deepseek/deepseek_v3.py (deepseek_v3_pretrain_config)", "selective (modules: mla_up_proj)",
+                           ["26.02 container; configs read at v0.3.0 (21b02e0cf), the tag that first carries the 26.02 "
+                            "table; the 26.02.01 / 26.04 patch numbers of the same layout (B300 3,099 / 3,131, B200 "
+                            "2,790 / 2,815 tokens/s) are not used",
+                            "moe_router_padding_for_fp8 not set although MXFP8 is on",
+                            "HybridEP SM count: _set_common_perf_overrides sets moe_hybridep_num_sms 32 (v0.3.0 "
+                            "utils/overrides.py)"],
+                           f"Pipeline layout '{layout}' (the recipe's layout_map[(16, 1)]: E embedding, t layer, m MTP, "
+                           "L loss). HybridEP (32 SMs; apply_flex_dispatcher_backend turns the shared-expert overlap off) "
+                           "inside each 8-GPU node, precision-aware optimizer (bf16 main grads and moments, fp32 main "
+                           f"params), manual GC every 5 steps. DP {dp}, {gbs // (dp * mbs)} micro-batches per step. MTP 1 "
+                           "(counted in the TFLOP/s). Routing forced balanced, token-dropless (table footnote).",
+                           "DeepSeekV3", dispatcher="flex/hybridep", layout=layout, release="26.02", conf="high"))
     # ---------------- 26.02 (v0.3.0 V2): GPT-OSS 120B BF16 with EP 64 across eight DGX nodes (B300 / B200)
     for sysname, tok, tf, cg, rmods in [("B300", 8359, 228, ["attn", "moe_router", "moe_preprocess"], None),
                                         ("B200", 8047, 219, None, ["layernorm", "moe_act"])]:
@@ -1736,6 +1772,86 @@ def titan_rows():
                            "MXFP8 linear recipe name for the MoE run not stated: mxfp8_cublas, the recipe of the "
                            "doc's own TOML example (torchtitan v0.2.1 docs/mxfp8.md 'Example TOML Configuration')"],
             judge_only=True, confidence="low", judge_groups=["moe", "blackwell"],
+            measured_tokens_per_sec_per_gpu_for_judging=tok,
+        ))
+    return rows
+
+
+NVFP4DOC_COMMIT = "bcc09297a"   # pytorch/torchtitan 'Add an NVFP4 quantization converter (#3914)', 2026-08-05
+
+
+def titan_nvfp4doc_rows():
+    """Llama 3 8B on 4 GB200 with torchtitan: BF16, MXFP8 and NVFP4 with a BF16 tail (runs12), judge only.
+
+    Source: pytorch/torchtitan ``torchtitan/components/quantization/nvfp4.md`` as added by bcc09297a (2026-08-05,
+    PR #3914; the same table at HEAD b5bcd76c), 'Llama 3 8B 200M-Token Evidence': eager + ``torch.compile`` runs of
+    Llama 3 8B on C4, FSDP 4, local batch 32, sequence 2048, global batch 128, 763 steps, tokens/s per GPU at step
+    760: NVFP4 (bf16 tail) 30,040, MXFP8 28,084, BF16 21,919.  The PR body gives the machine ('4x NVIDIA GB200, 184.3
+    GiB HBM each', driver 595.84.01, PyTorch 2.14.0a0+gitd9abf9e, CUDA 13.3, TorchAO 0.18.0+gitcb76f29 for MXFP8 and
+    TOT for NVFP4 / BF16) and 'NVFP4, MXFP8, BF16 used the same local batch size of 32 with global accumulation of
+    1'.  Each run is the doc's command (``--module llama3 --config <config> --parallelism.tensor_parallel_degree 1
+    --parallelism.data_parallel_shard_degree 4 --training.local_batch_size 32 --training.seq_len 2048``) with the
+    config of its precision, read at bcc09297a (``models/llama3/config_registry.py``): ``llama3_8b_first_85_pct_
+    layers_nvfp4`` (model compiled, layers 0-26 NVFP4, 27-31 and the LM head BF16), ``llama3_8b_mxfp8`` (model
+    compiled) and ``llama3_8b`` with the model compiled for BF16 (the doc: 'All runs use eager execution with model
+    compilation'); all keep ``llama3_8b``'s SelectiveAC (per-op) and ChunkedLossWrapper.  The same three runs' memory
+    peaks are the memory cases ``titan_nvfp4doc_llama3_8b_gb200_4gpu_*`` (MEMORY.md): the rows carry
+    ``memory_not_judged``.  Not rows: the PR body's own NVFP4 line (31,758 tokens/s at 103.00 GiB: another run than
+    the doc's bf16-tail row, config not named) and the doc's Qwen3 8B rows (the NVFP4 config builds on the SFT config
+    with varlen attention; the BF16 / MXFP8 baselines' configs are not named)."""
+    src = ("pytorch/torchtitan torchtitan/components/quantization/nvfp4.md as added by bcc09297a (2026-08-05, 'Add an "
+           "NVFP4 quantization converter (#3914)'; same table at HEAD b5bcd76c), 'Llama 3 8B 200M-Token Evidence' table, "
+           "row '{row}'; machine from the PR body's 'Experiment Setup' (4x NVIDIA GB200, 184.3 GiB HBM each)")
+    runs = [
+        ("bf16", "BF16", "llama3_8b", ("--compile.enable", "--compile.components", "model"), 21919, 174.49, "bf16", None),
+        ("mxfp8", "MXFP8", "llama3_8b_mxfp8", (), 28084, 179.94, "mxfp8 (torchao MXFP8LinearConverter, every decoder "
+         "linear; LM head BF16)", "mxfp8"),
+        ("nvfp4_bf16tail", "NVFP4 (bf16 tail)", "llama3_8b_first_85_pct_layers_nvfp4", (), 30040, 110.95,
+         "nvfp4 (torchao NVFP4 training prototype on decoder layers 0-26; layers 27-31 and the LM head BF16)", "nvfp4"),
+    ]
+    rows = []
+    for key, row, config, extra, tok, mem, prec, recipe in runs:
+        launch = ["torchrun", "--standalone", "--nproc_per_node", "4", "-m", "torchtitan.train", "--module", "llama3",
+                  "--config", config, "--parallelism.tensor_parallel_degree", "1",
+                  "--parallelism.data_parallel_shard_degree", "4", "--training.local_batch_size", "32",
+                  "--training.seq_len", "2048", *extra]
+        rows.append(dict(
+            id=f"torchtitan_gb200_llama3_8b_4gpu_{key}",
+            source=src.format(row=row),
+            model_name="Llama 3 8B (torchtitan llama3 8B flavor)",
+            architecture=dict(ARCH["llama3_8b"], seq_length=2048),
+            hardware=dict(gpu="GB200 (184.3 GiB HBM)", num_gpus=4, gpus_per_node=4,
+                          interconnect="one GB200 compute tray (4 GPUs, NVLink 5)", gpu_family="blackwell",
+                          plan_gpu="gb200"),
+            parallelism=dict(tp=1, pp=1, vpp=None, cp=1, ep=None, etp=None, dp=4, fsdp=4, sequence_parallel=False,
+                             zero_stage=3, distributed_optimizer=None, pipeline_layout=None),
+            training=dict(global_batch_size=128, micro_batch_size=32, precision=prec if key != "bf16" else "bf16",
+                          fp8_recipe=recipe, recompute="selective per-op SAC (torchtitan SelectiveAC)",
+                          moe_dispatcher=None, cuda_graph="none (torch.compile of the model)", ep_overlap=False,
+                          mtp_num_layers=None),
+            measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=None, mfu=None, iteration_time_s=None,
+                          peak_memory_gb=mem, tokens_statistic="torchtitan 'tps' at step 760 of 763"),
+            flops_convention=CONV_TT,
+            derived_fields=["global_batch_size = local batch 32 x FSDP 4 (no gradient accumulation, the PR body)",
+                            "tokens/s per GPU as the doc's column 'Tokens/sec (per GPU)' states"],
+            source_reliability=("primary (the converter's own PR and doc; versions in the PR body; one logged step, "
+                                "not a median)"),
+            notes=("Launch: the doc's torchrun command with the run's config (torchtitan 0.3 config registry at "
+                   f"{NVFP4DOC_COMMIT}); the projection reads it through the torchtitan 0.3.0 registry installed here, whose "
+                   "llama3_8b / llama3_8b_mxfp8 / llama3_8b_first_85_pct_layers_nvfp4 equal bcc09297a's in what "
+                   "the plan reads. Peak memory: torchtitan's reserved peak (GiB)."),
+            torchtitan_launch=launch,
+            flags_source=f"torchtitan nvfp4.md command @{NVFP4DOC_COMMIT} + models/llama3/config_registry.py {config}",
+            flags_unknown=["the BF16 run's config is not named: llama3_8b with the model compiled assumed ('All runs "
+                           "use eager execution with model compilation')",
+                           "tokens/s is the logged value at step 760, not a median over steps",
+                           "torchtitan commit of the runs not stated (the PR's branch, around bcc09297a)",
+                           "GB200 power limit and clocks not stated"]
+            + (["NVFP4 on layers 0-26 only: the projection prices NVFP4 GEMMs on all 32 layers "
+                "(NVFP4LinearConverter.fqns, adapter note)"] if key == "nvfp4_bf16tail" else []),
+            memory_not_judged=(f"judged once, as the memory case titan_nvfp4doc_llama3_8b_gb200_4gpu_{key}_compile of "
+                               "memory_cases.json (the same run)"),
+            judge_only=True, confidence="medium",
             measured_tokens_per_sec_per_gpu_for_judging=tok,
         ))
     return rows
@@ -2219,12 +2335,12 @@ def main():
     if "--primus2" not in sys.argv:
         sys.exit("--primus2 DIR: an extraction of AMD-AGI/Primus at " + PRIMUS2_COMMIT + " (git -C MIRROR archive "
                  + PRIMUS2_COMMIT + " primus/configs examples/megatron/configs/MI355X examples/moe_package | tar -x -C DIR)")
-    rows = (mlm_rows() + bridge_rows() + titan_rows() + amd_rows()
+    rows = (mlm_rows() + bridge_rows() + titan_rows() + titan_nvfp4doc_rows() + amd_rows()
             + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1])
             + primus_moe2_rows(sys.argv[sys.argv.index("--primus2") + 1]) + dgxc_rows() + coarse_moe_rows())
     for r in rows:
         prec = (r["training"]["precision"] or "").lower()
-        low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8")) else "bf16"
+        low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8", "nvfp4")) else "bf16"
         moe = bool(r["architecture"].get("num_experts"))
         primary = "moe" if moe else ("dense_" + low)
         r["judge_groups"] = [primary, r["hardware"]["gpu_family"], low]

@@ -548,22 +548,27 @@ def flag_row(r: dict, role: str, group: str):
 
 
 def titan_row(r: dict, role: str, group: str):
-    """A row with a ``torchtitan_config`` through the TorchTitan adapter (``plan_from_text``)."""
+    """A row with a ``torchtitan_config`` through the TorchTitan adapter (``plan_from_text``), or with a
+    ``torchtitan_launch`` (a torchtitan 0.3 ``--module / --config`` launch line) through ``plan_from_launch``."""
     import tomli_w
 
     from primus_launch.adapters.torchtitan import plan_from_text
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
 
     hw = r["hardware"]
     gpu = hw.get("plan_gpu") or _gpu(hw["gpu"])
     if gpu is None:
         return None, f"GPU {hw['gpu']!r} not in the hardware DB"
-    cfg = {k: v for k, v in r["torchtitan_config"].items() if isinstance(v, dict) and k != "recipe_overrides"}
-    for k, v in (r["torchtitan_config"].get("recipe_overrides") or {}).items():
-        sec, _, key = k.partition(".")
-        cfg.setdefault(sec, {})[key] = v
+    cluster = _cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node"), hw.get("power_limit_machine"))
     try:
-        plan = plan_from_text(tomli_w.dumps(cfg), cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node"),
-                                                                       hw.get("power_limit_machine")))
+        if r.get("torchtitan_launch"):
+            plan = plan_from_launch(list(r["torchtitan_launch"]), cluster)
+        else:
+            cfg = {k: v for k, v in r["torchtitan_config"].items() if isinstance(v, dict) and k != "recipe_overrides"}
+            for k, v in (r["torchtitan_config"].get("recipe_overrides") or {}).items():
+                sec, _, key = k.partition(".")
+                cfg.setdefault(sec, {})[key] = v
+            plan = plan_from_text(tomli_w.dumps(cfg), cluster=cluster)
     except Exception as e:
         return None, f"TorchTitan adapter: {' '.join(str(e).split())[:200]}"
     target = float(r.get("measured_tokens_per_sec_per_gpu_for_judging") or r["measured"]["tokens_per_sec_per_gpu"])
@@ -667,7 +672,7 @@ def main() -> int:
             role = "calibration" if r["id"] in own else "judge"
             if r.get("megatron_flags"):
                 row, why = flag_row(r, role, group)
-            elif r.get("torchtitan_config"):
+            elif r.get("torchtitan_config") or r.get("torchtitan_launch"):
                 row, why = titan_row(r, role, group)
             elif r.get("primus_config"):
                 row, why = primus_row(r, role, group)
