@@ -2277,19 +2277,23 @@ CASES += [
 # date 07-10/11, committer date 07-30), and main changed this recipe in between (e28e1ca37, cce495373, 4810068ad,
 # 92abf628c); the run-time function is main's at 0b7923d52 (2026-07-10, the branch does not touch the file): sequence
 # parallel on, flex DeepEP, no CUDA graph, no recompute, native fused cross-entropy, fp32 optimizer state, grads reduced
-# in fp32 (bf16_mixed), TP comm overlap.  (Read first at the rebased commit -- HybridEP, TE graphs of attn + mamba,
+# in fp32 (bf16_mixed), TP comm overlap.  The function builds ``HybridModelProvider`` without a vocab_size, so
+# ``setup.py`` (0b7923d52 l. 609) takes the tokenizer's: the driver's HuggingFaceTokenizer mistralai/Mistral-7B-v0.1 (the
+# DCLM index is Mistral-32k tokenised), 32000, padded to 128 x TP = 32000 -- not the HF model's 131072.  (Read first at
+# the rebased commit -- HybridEP, TE graphs of attn + mamba,
 # selective moe + layernorm recompute, grads in bf16, no sequence parallel -- the TP1 OOM projected 59.2 GiB, 'fits'.)
 _TPV_NANO = dict(drop=FP8_FLAGS + ("--moe-router-force-load-balancing", "--attention-backend", "--cuda-graph-impl",
                                    "--cuda-graph-scope", "--te-rng-tracker", "--moe-hybridep-num-sms",
                                    "--grad-reduce-in-bf16", "--cross-entropy-fusion-impl", "--manual-gc",
                                    "--manual-gc-interval"),
                  set_={**_TPV_RUN_SET, "--moe-token-dispatcher-type": "flex", "--moe-flex-dispatcher-backend": "deepep",
-                       "--cross-entropy-fusion-impl": "native"})
+                       "--cross-entropy-fusion-impl": "native", "--vocab-size": 32000})
 _TPV_NANO_READ = (_TPV_READ + "Flags = current_runs row mbridge2608_gb300_fp8_mx_nemotron3_nano_8gpu (the Nemotron 3 Nano "
-                  "model: 52-layer hybrid pattern, 128 experts top-6 + shared, vocab 131072) with the H100 recipe at "
+                  "model: 52-layer hybrid pattern, 128 experts top-6 + shared) with the H100 recipe at "
                   "main 0b7923d52 (the run-time function; the pushed branch was rebased onto later main): BF16, EP8, "
                   "flex DeepEP, no CUDA graph, no recompute, native fused cross-entropy, fp32 optimizer state, grads "
-                  "reduced in fp32, sequence parallel (on at TP > 1), TP comm overlap.")
+                  "reduced in fp32, sequence parallel (on at TP > 1), TP comm overlap; vocabulary 32000 (the provider sets "
+                  "none, so setup.py takes the driver's Mistral-7B tokenizer's).")
 CASES += [
     dict(id="mbridge_tpv_nemotron3_nano_h100_16gpu_tp1ep8", outcome="oom", framework="megatron", hardware=_TPV_HW,
          base="mbridge2608_gb300_fp8_mx_nemotron3_nano_8gpu",
