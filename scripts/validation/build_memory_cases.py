@@ -2152,6 +2152,296 @@ CASES += [
                "distributed optimizer with both overlaps, grads reduced in fp32."), pair=None),
 ]
 
+# ---------------------------------------------------------------- round 35 (branch oom19): Bridge text-pretrain validation
+# NVIDIA-NeMo/Megatron-Bridge examples/models/text-pretrain-validation.md + scripts/training/text_pretrain_validation.json
+# (MB-747, 2026-07-10/11): every text-only recipe run through scripts/training/submit_text_pretrain_validation.py on
+# exactly 2 x 8 H100 80GB (EOS), real indexed DCLM, 100 steps.  The driver's contract (submit_..._validation.py
+# build_command at 685b0fc3b): --seq-length 4096, --global-batch-size 128, --micro-batch-size 1, --cp 1, --vp none,
+# --etp 1, the manifest row's --tp / --pp / --ep and overrides, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, save at
+# step 100.  Everything else is the named recipe function as the jobs ran it: the branch was rebased onto 2026-07-30 main
+# before it was pushed (author dates 07-10/11, committer dates 07-30), so each function read at a recording commit was
+# compared with main 0b7923d52 (2026-07-10 13:59 -0700; main touched none of these files from then to 07-11 noon, while
+# the jobs ran) plus the branch's own recipe commits; for
+# the functions used here only the model-provider line differs (AutoBridge from the HF id then, a local provider of the
+# same numbers now), except nemotron_3_nano (below, read at 0b7923d52).  ``_pretrain_common`` gives bf16_mixed (grads
+# reduced in fp32) and the distributed optimizer with both overlaps; the model's vocabulary is the HF config's (the
+# tokenizer-derived vocabulary of #4996 came on 07-28).  Each RETRY row of the table names the job that
+# ran out of memory and the change the next commit made (the manifest diff of that commit is the configuration before
+# it); a FAIL row names an OOM the change did not cure; PASS = all 100 steps logged.  Model flags: the HF configs the
+# recipes convert (AutoBridge.from_hf_pretrained), or a current_runs row of the same model.
+_TPV_MD = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/{}/examples/models/text-pretrain-validation.md"
+
+
+def _tpv_src(commit: str, what: str) -> dict:
+    return dict(ref=(f"NVIDIA-NeMo/Megatron-Bridge examples/models/text-pretrain-validation.md at {commit} (MB-747 text "
+                     f"pretrain validation, 2 x 8 H100, {what}) and scripts/training/text_pretrain_validation.json"),
+                url=_TPV_MD.format(commit), date="2026-07-11")
+
+
+_TPV_HW = dict(_H100, num_gpus=16, gpus_per_node=8)
+_TPV_RUN = ["--seq-length 4096", "--micro-batch-size 1", "--global-batch-size 128", "--context-parallel-size 1",
+            "--use-mcore-models", "--transformer-impl transformer_engine", "--bf16", "--attention-dropout 0.0",
+            "--hidden-dropout 0.0", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+_TPV_RUN_SET = {"--seq-length": 4096, "--micro-batch-size": 1, "--global-batch-size": 128, "--context-parallel-size": 1}
+_TPV_READ = ("Driver contract (submit_text_pretrain_validation.py at 685b0fc3b): 16 H100, seq 4096, MBS 1, GBS 128, CP 1, "
+             "no VP, ETP 1, expandable segments.  ")
+_BF16_STATE = {"--use-precision-aware-optimizer": None, "--main-params-dtype": "fp16", "--main-grads-dtype": "bf16",
+               "--exp-avg-dtype": "bf16", "--exp-avg-sq-dtype": "bf16", "--grad-reduce-in-bf16": None}
+_FP32_STATE_DROP = ("--use-precision-aware-optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype",
+                    "--exp-avg-sq-dtype", "--grad-reduce-in-bf16")
+
+# GPT-OSS 120B (gpt_oss_120b_pretrain_64gpu_h100_bf16_config, recipes/gpt_oss/h100/gpt_oss.py): SP, alltoall, no recompute,
+# native fused cross-entropy, fp32 optimizer state without the precision-aware optimizer, grads reduced in fp32.
+_TPV_GOSS_DROP = _GOSS_DROP + ("--cross-entropy-fusion-impl", "--calculate-per-token-loss", "--fp8-recipe")
+_TPV_GOSS_SET = {**_TPV_RUN_SET, "--cross-entropy-loss-fusion": None, "--cross-entropy-fusion-impl": "native",
+                 "--moe-token-dispatcher-type": "alltoall"}
+_TPV_GOSS_READ = (_TPV_READ + "Flags = current_runs row mbridge2604_h100_bf16_gpt_oss_120b_64gpu (the GPT-OSS 120B model) "
+                  "with gpt_oss_120b_pretrain_64gpu_h100_bf16_config: sequence parallel, alltoall dispatcher, no "
+                  "recompute, no CUDA graph, native fused cross-entropy, distributed optimizer with both overlaps")
+
+
+def _tpv_goss(tag: str, tp: int, pp: int, ep: int, bf16_state: bool, job: str, commit: str, quote: str) -> dict:
+    par = {"--tensor-model-parallel-size": tp, "--pipeline-model-parallel-size": pp, "--expert-model-parallel-size": ep,
+           "--expert-tensor-parallel-size": 1}
+    if tp > 1:
+        par["--sequence-parallel"] = None
+    state = _BF16_STATE if bf16_state else {}
+    read = _TPV_GOSS_READ + (
+        "; the manifest's mixed_precision=bf16_mixed_with_bf16_grad_reduce and precision-aware optimizer with fp16 main "
+        "params, bf16 main grads and moments." if bf16_state else "; fp32 main params, grads and moments, grads reduced "
+        "in fp32 (bf16_mixed).")
+    return dict(id=f"mbridge_tpv_gpt_oss_120b_h100_16gpu_{tag}", outcome="oom", framework="megatron", hardware=_TPV_HW,
+                base=_GOSS_H100, edits=dict(drop=_TPV_GOSS_DROP + (() if bf16_state else _FP32_STATE_DROP),
+                                            set_={**_TPV_GOSS_SET, **par, **state}),
+                source=_tpv_src(commit, f"gpt-oss-120b job {job}"), quote=quote,
+                read=read + f" TP{tp} PP{pp} EP{ep} on 16 GPUs.", pair=None)
+
+
+CASES += [
+    _tpv_goss("tp1pp1ep16", 1, 1, 16, False, "5614979", "59a1de927",
+              "'`gpt-oss-120b` ... RETRY: job 5614979 main-param OOM; validation changed to PP=2/EP=8' (manifest before: "
+              "tp 1, pp 1, ep 16)"),
+    _tpv_goss("tp1pp2ep8", 1, 2, 8, False, "5615615", "180b7b3de",
+              "'RETRY: job 5615615 optimizer OOM; validation uses PP=2/EP=8 plus BF16 optimizer state' (manifest before: "
+              "tp 1, pp 2, ep 8, no overrides)"),
+    _tpv_goss("tp1pp2ep8_bf16_state", 1, 2, 8, True, "5615780", "685b0fc3b",
+              "'RETRY: job 5615780 first optimizer step lacked 32-64 MiB; TP=2 added' (manifest before 005bd7097: tp 1, "
+              "pp 2, ep 8, bf16_mixed_with_bf16_grad_reduce, precision-aware optimizer fp16 / bf16)"),
+    _tpv_goss("tp2pp2ep8_bf16_state", 2, 2, 8, True, "5615824", "922002264",
+              "'FAIL: job 5615824 still exhausts 79.1 GiB/rank at the first optimizer step with TP=2 and BF16 optimizer "
+              "state; exceeds 16-H100 capacity'"),
+    dict(id="mbridge_tpv_gpt_oss_20b_h100_16gpu_ep8", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         base=_GOSS_H100, edits=dict(drop=_TPV_GOSS_DROP + _FP32_STATE_DROP,
+                                     set_={**_TPV_GOSS_SET, "--num-layers": 24, "--num-experts": 32,
+                                           "--tensor-model-parallel-size": 1, "--pipeline-model-parallel-size": 1,
+                                           "--expert-model-parallel-size": 8, "--expert-tensor-parallel-size": 1}),
+         source=_tpv_src("cbe825ed1", "gpt-oss-20b job 5614349"), quote="'`gpt-oss-20b` ... PASS: job 5614349'",
+         read=_TPV_GOSS_READ.replace("120B model", "layer flags; GPT-OSS 20B's 24 layers and 32 experts").replace(
+             "gpt_oss_120b_pretrain_64gpu", "gpt_oss_20b_pretrain_16gpu") + "; fp32 optimizer state.  TP1 PP1 EP8 (DP 16).",
+         pair=None),
+]
+
+# Llama 3.3 70B (llama31_70b_pretrain_32gpu_h100_bf16_config, recipes/llama/h100/llama3.py, as the manifest runs it for
+# meta-llama/Llama-3.3-70B-Instruct): TP8 PP2 (DP 1), SP, TP comm overlap, no recompute, TE cross-entropy.
+_TPV_L70 = ["--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
+            "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--max-position-embeddings 131072",
+            "--swiglu", "--normalization RMSNorm", "--norm-epsilon 1e-5", "--disable-bias-linear",
+            "--position-embedding-type rope", "--rotary-base 500000", "--untie-embeddings-and-output-weights",
+            "--vocab-size 128256", *_TPV_RUN, "--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 2",
+            "--sequence-parallel", "--tp-comm-overlap", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"]
+_TPV_L70_READ = (_TPV_READ + "Llama 3.3 70B (80 layers, hidden 8192, FFN 28672, GQA 64 / 8, vocab 128256, untied) with "
+                 "llama31_70b_pretrain_32gpu_h100_bf16_config at the commit: TP8 PP2 on 16 GPUs (DP 1), sequence "
+                 "parallel, TP comm overlap, no recompute, no CUDA graph, TE cross-entropy, distributed optimizer with "
+                 "both overlaps.")
+CASES += [
+    dict(id="mbridge_tpv_llama33_70b_h100_16gpu_tp8pp2_fp32_state", outcome="oom", framework="megatron",
+         hardware=_TPV_HW, megatron_flags=list(_TPV_L70),
+         source=_tpv_src("f60a0baf2", "llama33-70b job 5614973"),
+         quote="'RETRY: job 5614973 optimizer-state OOM; BF16 moments added' (f60a0baf2 'reduce Llama 70B optimizer memory')",
+         read=_TPV_L70_READ + " The recipe before f60a0baf2: fp32 main params, grads and moments, grads reduced in fp32.",
+         pair="mbridge_tpv_llama33_70b_h100_16gpu_tp8pp2_bf16_state"),
+    dict(id="mbridge_tpv_llama33_70b_h100_16gpu_tp8pp2_bf16_state", outcome="ran", framework="megatron",
+         hardware=_TPV_HW, megatron_flags=_TPV_L70 + [f"{k} {v}" if v is not None else k for k, v in _BF16_STATE.items()],
+         source=_tpv_src("4607a07c3", "llama33-70b job 5615791"),
+         quote=("'PASS: job 5615791' (manifest: mixed_precision=bf16_mixed_with_bf16_grad_reduce, "
+                "checkpoint.save_optim=false; job 5615691 of the same training state 'completed 100 steps but optimizer "
+                "serialization OOM')"),
+         read=_TPV_L70_READ + (" The recipe at 4607a07c3: precision-aware optimizer with fp16 main params (b126c0005), "
+                               "bf16 main grads and moments; grads reduced in bf16 (the manifest's preset); weights-only "
+                               "checkpoint (not a training-step term)."),
+         pair="mbridge_tpv_llama33_70b_h100_16gpu_tp8pp2_fp32_state"),
+]
+
+# Nemotron 3 Nano 30B-A3B (nemotron_3_nano_pretrain_8gpu_h100_bf16_config, recipes/nemotronh/h100/nemotron_3_nano.py) as
+# the jobs ran it: the validation branch was rebased onto 2026-07-30 main before it was pushed (its commits carry author
+# date 07-10/11, committer date 07-30), and main changed this recipe in between (e28e1ca37, cce495373, 4810068ad,
+# 92abf628c); the run-time function is main's at 0b7923d52 (2026-07-10, the branch does not touch the file): sequence
+# parallel on, flex DeepEP, no CUDA graph, no recompute, native fused cross-entropy, fp32 optimizer state, grads reduced
+# in fp32 (bf16_mixed), TP comm overlap.  The function builds ``HybridModelProvider`` without a vocab_size, so
+# ``setup.py`` (0b7923d52 l. 609) takes the tokenizer's: the driver's HuggingFaceTokenizer mistralai/Mistral-7B-v0.1 (the
+# DCLM index is Mistral-32k tokenised), 32000, padded to 128 x TP = 32000 -- not the HF model's 131072.  (Read first at
+# the rebased commit -- HybridEP, TE graphs of attn + mamba,
+# selective moe + layernorm recompute, grads in bf16, no sequence parallel -- the TP1 OOM projected 59.2 GiB, 'fits'.)
+_TPV_NANO = dict(drop=FP8_FLAGS + ("--moe-router-force-load-balancing", "--attention-backend", "--cuda-graph-impl",
+                                   "--cuda-graph-scope", "--te-rng-tracker", "--moe-hybridep-num-sms",
+                                   "--grad-reduce-in-bf16", "--cross-entropy-fusion-impl", "--manual-gc",
+                                   "--manual-gc-interval"),
+                 set_={**_TPV_RUN_SET, "--moe-token-dispatcher-type": "flex", "--moe-flex-dispatcher-backend": "deepep",
+                       "--cross-entropy-fusion-impl": "native", "--vocab-size": 32000})
+_TPV_NANO_READ = (_TPV_READ + "Flags = current_runs row mbridge2608_gb300_fp8_mx_nemotron3_nano_8gpu (the Nemotron 3 Nano "
+                  "model: 52-layer hybrid pattern, 128 experts top-6 + shared) with the H100 recipe at "
+                  "main 0b7923d52 (the run-time function; the pushed branch was rebased onto later main): BF16, EP8, "
+                  "flex DeepEP, no CUDA graph, no recompute, native fused cross-entropy, fp32 optimizer state, grads "
+                  "reduced in fp32, sequence parallel (on at TP > 1), TP comm overlap; vocabulary 32000 (the provider sets "
+                  "none, so setup.py takes the driver's Mistral-7B tokenizer's).")
+CASES += [
+    dict(id="mbridge_tpv_nemotron3_nano_h100_16gpu_tp1ep8", outcome="oom", framework="megatron", hardware=_TPV_HW,
+         base="mbridge2608_gb300_fp8_mx_nemotron3_nano_8gpu",
+         edits=dict(drop=_TPV_NANO["drop"], set_={**_TPV_NANO["set_"], "--tensor-model-parallel-size": 1}),
+         source=_tpv_src("5a113ff0e", "nemotron3-nano job 5614962"),
+         quote="'RETRY: job 5614962 logits OOM; validation TP increased to 2' (manifest before: tp 1, pp 1, ep 8)",
+         read=_TPV_NANO_READ + " TP1 (DP 16).", pair="mbridge_tpv_nemotron3_nano_h100_16gpu_tp2ep8"),
+    dict(id="mbridge_tpv_nemotron3_nano_h100_16gpu_tp2ep8", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         base="mbridge2608_gb300_fp8_mx_nemotron3_nano_8gpu",
+         edits=dict(drop=_TPV_NANO["drop"], set_={**_TPV_NANO["set_"], "--tensor-model-parallel-size": 2,
+                                                  "--sequence-parallel": None, "--tp-comm-overlap": None}),
+         source=_tpv_src("089f718db", "nemotron3-nano job 5615024"), quote="'`nemotron3-nano` ... PASS: job 5615024'",
+         read=_TPV_NANO_READ + " TP2 (DP 8), EP8.", pair="mbridge_tpv_nemotron3_nano_h100_16gpu_tp1ep8"),
+]
+
+# Setup-time OOMs at EP16 on 16 GPUs: the recipes' own layouts need 128+ GPUs; the manifest runs them at TP1 PP1 EP16.
+_DSV2 = ["--num-layers 60", "--hidden-size 5120", "--ffn-hidden-size 12288", "--num-attention-heads 128",
+         "--normalization RMSNorm", "--norm-epsilon 1e-6", "--swiglu", "--disable-bias-linear",
+         "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--rotary-base 10000",
+         "--max-position-embeddings 4096", "--vocab-size 102400", "--multi-latent-attention", "--q-lora-rank 1536",
+         "--kv-lora-rank 512", "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--qk-layernorm",
+         "--num-experts 160", "--moe-layer-freq ([0]*1+[1]*59)", "--moe-ffn-hidden-size 1536",
+         "--moe-shared-expert-intermediate-size 3072", "--moe-router-topk 6", "--moe-router-load-balancing-type aux_loss",
+         "--moe-aux-loss-coeff 1e-3", "--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type alltoall",
+         "--moe-shared-expert-overlap", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+         "--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1", *_TPV_RUN]
+_DSV2_READ = ("DeepSeek-V2 (HF deepseek-ai/DeepSeek-V2: 60 layers, hidden 5120, 128 heads, MLA q LoRA 1536 / kv LoRA 512, "
+              "qk 128 + rope 64, v 128, first layer dense 12288, 160 routed experts of 1536 top-6 + 2 shared, vocab "
+              "102400, untied) with {fn}: alltoall dispatcher, full uniform recompute of every layer, TE cross-entropy, "
+              "fp32 optimizer state, grads reduced in fp32.  ")
+_GLM45 = ["--num-layers 92", "--hidden-size 5120", "--ffn-hidden-size 12288", "--num-attention-heads 96",
+          "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--qk-layernorm", "--add-qkv-bias",
+          "--normalization RMSNorm", "--norm-epsilon 1e-5", "--swiglu", "--disable-bias-linear",
+          "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--rotary-percent 0.5",
+          "--rotary-base 1000000", "--max-position-embeddings 131072", "--vocab-size 151552", "--num-experts 160",
+          "--moe-layer-freq ([0]*3+[1]*89)", "--moe-ffn-hidden-size 1536", "--moe-shared-expert-intermediate-size 1536",
+          "--moe-router-topk 8", "--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias",
+          "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-3", "--moe-grouped-gemm",
+          "--moe-permute-fusion", "--moe-token-dispatcher-type alltoall", "--moe-shared-expert-overlap",
+          "--mtp-num-layers 1", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl native",
+          "--recompute-granularity selective", "--recompute-modules core_attn", *_TPV_RUN,
+          "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--expert-model-parallel-size 16",
+          "--expert-tensor-parallel-size 1"]
+_MINIMAX_M2 = ["--num-layers 62", "--hidden-size 3072", "--ffn-hidden-size 1536", "--num-attention-heads 48",
+               "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--qk-layernorm",
+               "--normalization RMSNorm", "--norm-epsilon 1e-6", "--swiglu", "--disable-bias-linear",
+               "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--rotary-percent 0.5",
+               "--rotary-base 5000000", "--max-position-embeddings 196608", "--vocab-size 200064", "--num-experts 256",
+               "--moe-ffn-hidden-size 1536", "--moe-router-topk 8", "--moe-router-score-function sigmoid",
+               "--moe-router-enable-expert-bias", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-3",
+               "--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type alltoall",
+               "--recompute-granularity selective", "--recompute-modules core_attn", *_TPV_RUN,
+               "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--expert-model-parallel-size 16",
+               "--expert-tensor-parallel-size 1"]
+CASES += [
+    dict(id="mbridge_tpv_deepseek_v2_h100_16gpu_ep16", outcome="oom", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=_DSV2 + ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1",
+                                 "--expert-model-parallel-size 16", "--expert-tensor-parallel-size 1"],
+         source=_tpv_src("99c0468b3", "deepseek-v2 job 5614992"),
+         quote="'FAIL: job 5614992 requires a 48.52 GiB/rank grad buffer; exceeds 16-H100 capacity'",
+         read=_TPV_READ + _DSV2_READ.format(fn="deepseek_v2_pretrain_128gpu_h100_bf16_config (manifest: tp 1, pp 1, "
+                                                "ep 16, pipeline layout null)") +
+         "Checked: the non-expert parameters per rank (8.96B attention + 2.78B shared experts + 0.19B dense layer + "
+         "1.05B embeddings + 0.05B routers = 13.0B) x 4 B = 48.5 GiB, the stated fp32 grad buffer.", pair=None),
+    dict(id="mbridge_tpv_glm45_355b_h100_16gpu_ep16", outcome="oom", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=list(_GLM45), source=_tpv_src("6c39abd74", "glm45-355b job 5615002"),
+         quote=("'FAIL: job 5615002 requires a 31.75 GiB/rank grad buffer after 71.30 GiB is allocated; exceeds 16-H100 "
+                "capacity'"),
+         read=_TPV_READ + ("GLM-4.5 (HF zai-org/GLM-4.5: 92 layers, hidden 5120, GQA 96 / 8 x 128 with QK norm and QKV "
+                           "bias, partial RoPE 0.5, first 3 layers dense 12288, 160 experts of 1536 top-8 + 1 shared, "
+                           "vocab 151552, untied) with glm45_355b_pretrain_128gpu_h100_bf16_config (manifest: tp 1, pp 1, "
+                           "ep 16, layout null): MTP 1 layer, sequence_parallel True (TP 1: none), alltoall, selective "
+                           "recompute (core_attn, TransformerConfig's default for modules None), native fused "
+                           "cross-entropy, fp32 optimizer state, grads reduced in fp32."), pair=None),
+    dict(id="mbridge_tpv_minimax_m2_h100_16gpu_ep16", outcome="oom", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=list(_MINIMAX_M2), source=_tpv_src("72b89b74f", "minimax-m2 job 5615005"),
+         quote=("'FAIL: job 5615005 requires a 52.31 GiB/rank grad buffer after 74.72 GiB is allocated; exceeds 16-H100 "
+                "capacity'"),
+         read=_TPV_READ + ("MiniMax-M2 (HF MiniMaxAI/MiniMax-M2: 62 layers, hidden 3072, GQA 48 / 8 x 128 with QK norm, "
+                           "rotary dim 64 of 128, 256 experts of 1536 top-8, no shared expert, vocab 200064, untied; MTP "
+                           "modules not built) with minimax_m2_pretrain_16gpu_h100_bf16_config = build_text_pretrain_config "
+                           "(recipes/utils/text_pretrain_utils.py: TP1 PP1 EP16, selective core_attn recompute, bf16_mixed "
+                           "from _pretrain_common).  Checked: the routed experts per rank, 62 x 16 x 3 x 3072 x 1536 = "
+                           "14.0B, x 4 B = 52.3 GiB, the stated (expert) fp32 grad buffer."), pair=None),
+]
+
+# Runs that passed (100 steps), recipes at the commit that records them.
+_TPV_L8 = ["--num-layers 32", "--hidden-size 4096", "--ffn-hidden-size 14336", "--num-attention-heads 32",
+           "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--max-position-embeddings 8192",
+           "--swiglu", "--normalization RMSNorm", "--norm-epsilon 1e-5", "--disable-bias-linear",
+           "--position-embedding-type rope", "--rotary-base 500000", "--untie-embeddings-and-output-weights",
+           "--vocab-size 128256"]
+_DSV2L = [f for f in _DSV2 if not f.startswith(("--num-layers", "--hidden-size", "--ffn-hidden-size",
+                                                 "--num-attention-heads", "--q-lora-rank", "--num-experts",
+                                                 "--moe-layer-freq", "--moe-ffn-hidden-size",
+                                                 "--moe-shared-expert-intermediate-size"))] + [
+    "--num-layers 27", "--hidden-size 2048", "--ffn-hidden-size 10944", "--num-attention-heads 16", "--num-experts 64",
+    "--moe-layer-freq ([0]*1+[1]*26)", "--moe-ffn-hidden-size 1408", "--moe-shared-expert-intermediate-size 2816"]
+CASES += [
+    dict(id="mbridge_tpv_llama3_8b_h100_16gpu_tp2", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=_TPV_L8 + _TPV_RUN + ["--tensor-model-parallel-size 2", "--pipeline-model-parallel-size 1",
+                                              "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"],
+         source=_tpv_src("685b0fc3b", "llama3-8b job 5615014"), quote="'`llama3-8b` ... PASS: job 5615014'",
+         read=_TPV_READ + ("Llama 3 8B (32 layers, hidden 4096, FFN 14336, GQA 32 / 8, vocab 128256, untied) with "
+                           "llama3_8b_pretrain_2gpu_h100_bf16_config (its seq 8192 overridden to 4096): TP2 (DP 8), no "
+                           "sequence parallel, no recompute, TE cross-entropy, fp32 optimizer state, grads in fp32."),
+         pair=None),
+    dict(id="mbridge_tpv_qwen3_8b_h100_16gpu_tp4", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=derive(_Q8_MODEL, {**_TPV_RUN_SET, "--tensor-model-parallel-size": 4,
+                                           "--pipeline-model-parallel-size": 1, "--overlap-grad-reduce": None,
+                                           "--overlap-param-gather": None, "--cross-entropy-loss-fusion": None,
+                                           "--cross-entropy-fusion-impl": "te"}),
+         source=_tpv_src("685b0fc3b", "qwen3-8b job 5614268"), quote="'`qwen3-8b` ... PASS: job 5614268'",
+         read=_TPV_READ + _Q8_READ + ("qwen3_8b_pretrain_4gpu_h100_bf16_config: TP4 (DP 4), no sequence parallel, no "
+                                      "recompute, TE cross-entropy, fp32 optimizer state, grads in fp32."), pair=None),
+    dict(id="mbridge_tpv_qwen3_30b_a3b_h100_16gpu_ep8", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         base=_Q30_H100,
+         edits=dict(drop=FP8_FLAGS + ("--moe-router-force-load-balancing", "--moe-hybridep-num-sms", "--grad-reduce-in-bf16",
+                                      "--moe-router-fusion", "--manual-gc", "--manual-gc-interval"),
+                    set_={**_TPV_RUN_SET, "--expert-model-parallel-size": 8, "--moe-token-dispatcher-type": "flex",
+                          "--moe-flex-dispatcher-backend": "deepep", "--recompute-granularity": "full",
+                          "--recompute-method": "uniform", "--recompute-num-layers": 1}),
+         source=_tpv_src("3d018eec6", "qwen3-30b-a3b job 5614462"), quote="'`qwen3-30b-a3b` ... PASS: job 5614462'",
+         read=_TPV_READ + _Q30_READ + ("qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config: TP1 PP1 EP8 (DP 16), "
+                                       "apply_flex_dispatcher_backend(deepep) on Hopper = flex DeepEP, full uniform "
+                                       "recompute of every layer, TE cross-entropy, fp32 optimizer state, grads in fp32."),
+         pair=None),
+    dict(id="mbridge_tpv_moonlight_16b_h100_16gpu_ep8", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=derive(_MOON_FLAGS, {**_TPV_RUN_SET, "--tensor-model-parallel-size": 1,
+                                             "--recompute-granularity": "selective", "--recompute-modules": "core_attn",
+                                             "--grad-reduce-in-bf16": None},
+                               drop=("--sequence-parallel", "--mock-data")),
+         source=_tpv_src("cbe825ed1", "moonlight-16b job 5614345"), quote="'`moonlight-16b` ... PASS: job 5614345'",
+         read=_TPV_READ + ("The Moonlight 16B flags of the round-24 cases with moonlight_16b_pretrain_8gpu_h100_bf16_config: "
+                           "TP1 PP1 EP8 (DP 16), alltoall with shared-expert overlap, selective recompute (modules None -> "
+                           "core_attn), TE cross-entropy, precision-aware optimizer (fp32 main params, bf16 grads and "
+                           "moments), grads reduced in bf16."), pair=None),
+    dict(id="mbridge_tpv_deepseek_v2_lite_h100_16gpu_ep8", outcome="ran", framework="megatron", hardware=_TPV_HW,
+         megatron_flags=_DSV2L + ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1",
+                                  "--expert-model-parallel-size 8", "--expert-tensor-parallel-size 1"],
+         source=_tpv_src("cbe825ed1", "deepseek-v2-lite job 5614279"), quote="'`deepseek-v2-lite` ... PASS: job 5614279'",
+         read=_TPV_READ + _DSV2_READ.replace("DeepSeek-V2 (HF deepseek-ai/DeepSeek-V2: 60 layers, hidden 5120, 128 heads, "
+                                             "MLA q LoRA 1536 / kv LoRA 512", "DeepSeek-V2-Lite (HF deepseek-ai/DeepSeek-V2-"
+                                             "Lite: 27 layers, hidden 2048, 16 heads, MLA without q LoRA, kv LoRA 512").replace(
+             "first layer dense 12288, 160 routed experts of 1536", "first layer dense 10944, 64 routed experts of 1408").format(
+             fn="deepseek_v2_lite_pretrain_8gpu_h100_bf16_config (TP1 PP1 EP8, DP 16)"), pair=None),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
