@@ -160,3 +160,28 @@ def test_torchtitan_pipeline_candidates_run_without_cuda_graphs():
         for f in sp.flag_table(s):
             seen.add((head[1] > 1, f[cg]))
     assert (False, "local") in seen and (True, "none") in seen and (True, "local") not in seen
+
+
+def test_torchtitan_ep_candidates_of_a_standard_dispatcher_run_without_cuda_graphs(tmp_path):
+    """torchtitan 0.3.0 ``trainer.py`` refuses its whole-step CUDA graph with EP > 1 unless the token dispatcher has no
+    CPU sync (MinimalAsyncEP, HybridEP with a non-blocking capacity factor); the writer then sets
+    ``training.disable_cuda_graphs``.  A Qwen3-30B-A3B launch that captures at EP 1 (the standard dispatcher): every
+    EP > 1 candidate is priced without the graph it cannot keep, and its written recipe reads back so."""
+    from primus_launch.tuner.space import AXES, N_STRUCT, Space
+
+    src = tmp_path / "qwen3_moe_launch.sh"
+    src.write_text("#!/usr/bin/bash\n# TorchTitan 0.3 launch of Qwen3-30B-A3B on one node of 8 H100\n"
+                   "torchrun --nproc_per_node=8 -m torchtitan.train --module qwen3 --config qwen3_30b_a3b "
+                   "--parallelism.expert_parallel_degree 1 --training.local_batch_size 1 --compile.enable\n")
+    plan = load_recipe(src)
+    assert plan.model.is_moe and plan.parallel.ep == 1 and plan.training.cuda_graph_impl == "local"
+    sp = Space(plan)
+    cg = AXES.index("cuda_graph_impl") - N_STRUCT
+    ep_at = AXES.index("ep")
+    seen = {(head[ep_at] > 1, f[cg]) for s, head in enumerate(sp.structs) for f in sp.flag_table(s)}
+    assert (False, "local") in seen and (True, "none") in seen and (True, "local") not in seen
+    i = next(i for i in range(len(sp)) if sp[i][ep_at] > 1)
+    tuned = validated(apply_knobs(plan, sp[i]))
+    assert tuned.parallel.ep > 1 and tuned.training.cuda_graph_impl == "none"
+    back = load_recipe(write_recipe(tuned, tmp_path / "qwen3_moe_launch.tuned.sh"))
+    assert back.parallel.ep == tuned.parallel.ep and back.training.cuda_graph_impl == "none"

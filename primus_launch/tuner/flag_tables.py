@@ -99,6 +99,10 @@ class FlagOptions:
             # torchtitan 0.3 captures its whole-step graph only without pipeline parallelism (the reader refuses
             # disable_cuda_graphs = false with PP; the writer turns the graphs off): the candidate runs without them
             graphs = [("none", ())]
+        if fw == "torchtitan" and ep > 1 and m.is_moe and not self._titan_graphs_under_ep():
+            # nor with EP over MoE layers unless the dispatcher is one without a host sync (the reader refuses it, the
+            # writer sets disable_cuda_graphs): the candidate runs without
+            graphs = [("none", ())]
         # MoE communication: dispatcher, EP overlap (+ delayed wgrad)
         disps = [own.dispatcher]
         if m.is_moe and "dispatcher" in can:
@@ -140,6 +144,15 @@ class FlagOptions:
                                                  off[0], off[1], oo, prec[0], prec[1], prec[2], mom)
                                             if self._ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
                                                 yield f
+
+    def _titan_graphs_under_ep(self) -> bool:
+        """Whether the recipe's TorchTitan 0.3 EP dispatcher captures CUDA graphs under EP > 1.  torchtitan 0.3.0
+        ``trainer.py`` (``Trainer.Config`` validation) refuses graphs with EP > 1 unless every token dispatcher is
+        MinimalAsyncEP or HybridEP with ``non_blocking_capacity_factor`` set; the plan spells MinimalAsyncEP as
+        ``alltoall`` and keeps no capacity factor, so only a recipe that itself captured with EP > 1 (which the reader
+        accepts only for those) shows its dispatcher qualifies."""
+        own, plan = self.own, self.plan
+        return own.dispatcher in ("alltoall", "hybridep") and plan.parallel.ep > 1 and own.cuda_graph_impl != "none"
 
     def _ok(self, f: tuple, tp: int, sp: bool, ep: int, pp: int, vpp: int, shard: str, gran: str,
             mods: tuple[str, ...], eg: int) -> bool:
