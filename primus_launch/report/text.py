@@ -64,12 +64,20 @@ def plan_line(r: ProjectionResult) -> str:
 
 def gib_digits(r: ProjectionResult) -> int:
     """Decimals of the memory row's GiB: 1, or as many (up to 3) as tell the band's ends apart (a tiny model's
-    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals)."""
+    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals) and each end
+    apart from the usable capacity it is compared with (a 70B FP8 run's "peak of 79.2 GiB: TIGHT, band 75.0-79.2 GiB"
+    read as fitting: the band's top, 79.197 GiB, is over the 79.188 GiB; the capacity is then given to the same
+    decimals, user18)."""
     b = r.memory.band
     if b is None:
         return 1
     lo, hi = b.low_bytes / GiB, b.high_bytes / GiB
-    return next((d for d in (1, 2) if f"{lo:.{d}f}" != f"{hi:.{d}f}"), 3)
+    usable = r.memory.capacity_bytes * (1 - r.memory.margin_fraction) / GiB
+
+    def apart(d: int) -> bool:
+        return f"{lo:.{d}f}" != f"{hi:.{d}f}" and all(f"{e:.{d}f}" != f"{usable:.{d}f}" for e in (lo, hi)
+                                                      if e != usable)
+    return next((d for d in (1, 2) if apart(d)), 3)
 
 
 def verdict_text(r: ProjectionResult) -> str:
@@ -154,7 +162,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     c, m = r.plan.cluster, r.memory
     # the capacity the verdict compares with, beside the margin ("20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT
     # FIT" left the reader to work out that 19.6 GiB are usable; user14)
-    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.1f} GiB usable, margin "
+    d = gib_digits(r)
+    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.{d}f} GiB usable, margin "
               f"{100 * m.margin_fraction:.0f} %)" if m.margin_fraction else "")
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
@@ -176,8 +185,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{gib_digits(r)}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
-                   f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{d}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+                   f"{m.capacity_bytes / GiB:.{d}f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + ([("nodes", node_search_text(m.node_search))] if m.node_search is not None else []) \
         + (run_rows(run) if run is not None else [])
