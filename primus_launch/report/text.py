@@ -120,8 +120,12 @@ PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32"
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
-    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``; a dry-run gives its expected range after the figure,
+    the error band inverted as for tokens/s (``34.0 % (30.7 .. 37.7 %) of ...``)."""
     out = f"{small_figure(100 * r.mfu)} %"
+    if r.band is not None and r.mfu > 0:  # a rate like tokens/s: the same band inverted (user18: shown bare)
+        lo, hi = r.band.tokens_range(100 * r.mfu)
+        out += f" ({small_figure(lo)} .. {small_figure(hi)} %)"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
         out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"
@@ -183,7 +187,9 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
-        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
+        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu) + (
+            " (expected {} .. {})".format(*map(small_figure, r.band.tokens_range(r.model_tflops_per_gpu)))
+            if r.band is not None else "")),
         ("MFU", mfu_text(r)),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.{d}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
                    f"{m.capacity_bytes / GiB:.{d}f} GiB{margin}: "
