@@ -79,7 +79,8 @@ def test_plan_fields_are_the_files_values():
     assert pt.precision == "bf16" and pt.recompute.granularity == "none"
     assert pt.moe_grouped_gemm and pt.moe_token_dispatcher == "alltoall"
     # nothing dropped silently: Bridge-only fields in a note, train.manual_gc as a flag not modelled
-    assert any("model.hf_model_id=Qwen/Qwen3-30B-A3B" in n for n in plan.source.notes)
+    assert any("model.init_method=torch.nn.init.normal_" in n for n in plan.source.notes)
+    assert plan.model.name == "Qwen3-30B-A3B"  # model.hf_model_id: read as the model's name (user18)
     assert any(u.flag == "train.manual_gc" for u in plan.source.unmodelled)
 
 
@@ -431,3 +432,4 @@ def test_model_named_by_hf_model_id(tmp_path, hf_id, name):
     assert "  hf_model_id: Qwen/Qwen3-30B-A3B\n" in text
     plan = _load(tmp_path, text.replace("  hf_model_id: Qwen/Qwen3-30B-A3B\n", f"  hf_model_id: {hf_id}\n"))
     assert plan.model.name == name
+    assert not any("hf_model_id" in n for n in plan.source.notes)  # read for the name: not in the "not read" note

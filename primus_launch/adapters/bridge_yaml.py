@@ -117,7 +117,8 @@ _PICKED = {"dist": ("use_torch_fsdp2", "use_megatron_fsdp", "align_grad_reduce")
 _SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_embeddings_and_output_weights",
          "should_pad_vocab", "num_query_groups", "grad_reduce_in_fp32", "params_dtype", "pipeline_dtype",
          "autocast_dtype", "seq_length"}
-_READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size")}  # the inner model; the cluster
+# the inner model; the cluster; the model's name (_model_name)
+_READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size"), ("model", "hf_model_id")}
 _DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
            "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
 # model provider classes of families the projection does not model (Bridge models/: t5, falcon_h1 (parallel
