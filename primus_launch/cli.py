@@ -93,10 +93,11 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
     recipe = a.project if a.project is not None else a.tune
     if command and recipe not in (None, FROM_COMMAND) and not takes_script_args(recipe):
         words = shlex.join(command)
-        if a.tune is not None:  # the tuned recipe is a new file: a command after -- would run the original
+        if a.tune is not None and not (a.launch or a.emit):  # cli_tune: with them, the command must name RECIPE
             return (f"-- {words}: after --tune RECIPE the words after -- are a launch script's positional parameters "
-                    f"($1 $2 ...), and {recipe} is not a launch script (.sh, .bash, .slurm, .sbatch); drop them, or "
-                    "tune the training command itself (--tune -- CMD)")
+                    f"($1 $2 ...), and {recipe} is not a launch script (.sh, .bash, .slurm, .sbatch): nothing would "
+                    "read them (with --launch / --emit, a command that names the recipe runs the tuned file); drop "
+                    "them, or tune the training command itself (--tune -- CMD)")
         if not (a.launch or a.emit):
             return (f"-- {words}: after --project RECIPE the words after -- are a launch script's positional "
                     f"parameters ($1 $2 ...), and {recipe} is not a launch script (.sh, .bash, .slurm, .sbatch): "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from primus_launch.cli_output import file_size, fit, human, print_reader_lines, shown, write_trace
-from primus_launch.cli_recipe import FROM_COMMAND, check_outputs, cluster_overrides, load_plan
+from primus_launch.cli_recipe import FROM_COMMAND, check_outputs, cluster_overrides, load_plan, takes_script_args
 from primus_launch.errors import UserError
 
 if TYPE_CHECKING:
@@ -152,6 +152,7 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
 
     plan, no_reference = _load_tunable(a, command)
     config_script = _check_tunable(a, plan, command)
+    _check_launch_command(a, plan, command)
     out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)
     executor = None
     if a.ray_address is not None:
@@ -189,6 +190,10 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
         from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
+    elif command and written is not None and not takes_script_args(a.tune):  # the launch of the tuned file
+        from primus_launch.launch.tuned_command import with_tuned_recipe
+
+        tuned_cmd = with_tuned_recipe(command, plan.source.path, written)
     files = {str(p): file_size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
              if p is not None and Path(p).is_file()}
     if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
@@ -223,6 +228,32 @@ def _check_tunable(a: argparse.Namespace, plan: Plan, command: list[str]) -> boo
 
         check_config_script_tunable(a.tune, a.out)
     return config_script
+
+
+def _check_launch_command(a: argparse.Namespace, plan: Plan, command: list[str]) -> None:
+    """Refuse, before the search, a launch of a tuned recipe file that would not run the tuned file (user18: a tuned
+    Bridge run config could not be launched: ``--emit`` said "give the command after --" after the whole search,
+    and a command after -- was refused as the YAML's positional parameters): a command after ``--`` that names
+    the recipe nowhere (it would run the original), or none where the recipe holds no training command (a YAML)."""
+    if a.tune == FROM_COMMAND or not (a.launch or a.emit) or takes_script_args(a.tune):
+        return
+    recipe = plan.source.path if plan.source and plan.source.path else a.tune
+    flag = "--launch" if a.launch else f"--emit={a.emit}"
+    if command:
+        from primus_launch.launch.tuned_command import recipe_words
+
+        if not recipe_words(command, recipe):
+            raise UserError(f"-- {shlex.join(command)}: names no {recipe}: {flag} would run the original recipe, not "
+                            "the tuned one; give the training command that reads it (its word for the recipe is "
+                            "pointed at the tuned file)")
+        return
+    from primus_launch.launch import emit
+
+    # --launch runs a launch script itself (cli._launch_recipe); --emit wraps the command a recipe holds
+    if (Path(recipe).suffix not in (".sh", ".bash") if a.launch else emit.program_of_recipe(plan) is None):
+        raise UserError(f"{flag}: {recipe} is no launch script{'' if a.launch else ' and holds no training command'}; "
+                        "give the command that runs it after -- (its word for the recipe is pointed at the tuned "
+                        "file)")
 
 
 def _tune_outputs(a: argparse.Namespace, plan: Plan) -> tuple[Optional[Path], Optional[Path], Optional[Path]]:

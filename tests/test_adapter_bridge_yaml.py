@@ -79,7 +79,8 @@ def test_plan_fields_are_the_files_values():
     assert pt.precision == "bf16" and pt.recompute.granularity == "none"
     assert pt.moe_grouped_gemm and pt.moe_token_dispatcher == "alltoall"
     # nothing dropped silently: Bridge-only fields in a note, train.manual_gc as a flag not modelled
-    assert any("model.hf_model_id=Qwen/Qwen3-30B-A3B" in n for n in plan.source.notes)
+    assert any("model.init_method=torch.nn.init.normal_" in n for n in plan.source.notes)
+    assert plan.model.name == "Qwen3-30B-A3B"  # model.hf_model_id: read as the model's name (user18)
     assert any(u.flag == "train.manual_gc" for u in plan.source.unmodelled)
 
 
@@ -398,3 +399,37 @@ def test_tuned_fp8_with_megatrons_default_recipe_is_written_as_delayed(tmp_path,
     assert (back.training.precision, back.training.fp8_recipe, back.training.fp8_param_gather) == ("fp8", "delayed", True)
     mp = yaml.safe_load(out)["mixed_precision"]
     assert mp == "bf16_with_fp8_delayed_scaling_mixed" if recipe_name else mp["fp8_recipe"] == "delayed"
+
+
+@pytest.mark.parametrize("flags, says", [
+    # --nodes 16 --gpus-per-node 8: the answer's 128 GPUs; the note said "16 x h100-sxm (2 nodes x 8 ...)" (user18)
+    ({"num_nodes": 16, "gpus_per_node": 8}, "cluster gpu=h100-sxm: the default (the config names no GPU)"),
+    ({"gpu": "h200"}, "cluster from comm_overlap.data_parallel_size=4: 16 x h200 (2 nodes x 8); pass"),
+    ({"gpu": "h200", "num_nodes": 16}, None),
+    ({"num_nodes": 2}, "cluster gpu=h100-sxm: the default (the config names no GPU); pass --gpu to override"),
+])
+def test_saved_cluster_note_says_the_answers_cluster(flags, says):
+    """The saved ``comm_overlap.data_parallel_size`` note describes the cluster the plan is projected on, not the
+    saved one, where cluster flags replaced part of it (the flags' world size is the run's, the GPU said default only
+    while no --gpu names one)."""
+    plan = load_recipe(FIXTURE, flags)
+    assert plan.cluster.world_size == 8 * flags.get("num_nodes", 2)
+    cluster_notes = [n for n in plan.source.notes if n.startswith("cluster")]
+    if says is None:
+        assert cluster_notes == []
+    else:
+        assert cluster_notes and cluster_notes[0].startswith(says), cluster_notes
+        assert f"{plan.cluster.world_size} x" in cluster_notes[0] or "replaced by the cluster flags' 128" in \
+            cluster_notes[0] or (plan.cluster.world_size == 16 and cluster_notes[0].endswith("override"))
+
+
+@pytest.mark.parametrize("hf_id, name", [("Qwen/Qwen3-30B-A3B", "Qwen3-30B-A3B"),
+                                         ("'Qwen/a\\nb'", "run_config"), ("null", "run_config")])
+def test_model_named_by_hf_model_id(tmp_path, hf_id, name):
+    """user18: the answer's model row said ``run_config`` (the file's stem) for the provider's saved
+    ``hf_model_id: Qwen/Qwen3-30B-A3B``; an id that is not one plain word keeps the stem."""
+    text = FIXTURE.read_text()
+    assert "  hf_model_id: Qwen/Qwen3-30B-A3B\n" in text
+    plan = _load(tmp_path, text.replace("  hf_model_id: Qwen/Qwen3-30B-A3B\n", f"  hf_model_id: {hf_id}\n"))
+    assert plan.model.name == name
+    assert not any("hf_model_id" in n for n in plan.source.notes)  # read for the name: not in the "not read" note

@@ -733,10 +733,12 @@ def test_a_command_without_megatron_model_flags_says_so(tmp_path):
     ``--num-layers=None: required (Megatron-LM has no default)`` as if one flag were missing."""
     text = ("#!/bin/bash\ntorchrun --nproc_per_node=8 00_quickstart_pretrain.py --config-file conf/llama3_8b.yaml "
             "model.num_layers=2 train.global_batch_size=8\n")
-    with pytest.raises(PlanError) as e:
+    with pytest.raises(UserError) as e:  # user18: the file it names and the command that projects it
         load_megatron(_script(tmp_path, text))
     line = _err_line(e.value)
-    assert line.startswith("--num-layers=None: required") and "names none of Megatron-LM's model flags" in line
+    assert "--config-file conf/llama3_8b.yaml: a Megatron-Bridge run (no Megatron-LM model flag)" in line
+    assert "--project conf/llama3_8b.yaml --gpu h100-sxm --nodes 1" in line
+    assert line.endswith("first write its override words into it (model.num_layers=2, train.global_batch_size=8)")
 
 
 _FN_SCRIPT = '''#!/bin/bash

@@ -75,6 +75,12 @@ def test_printed_figures_agree(recipe, capsys):
     assert (f"tokens/s/GPU {tps:,.0f} (expected {tps / (1 + d['band']['high']):,.0f} .. "
             f"{tps / (1 + d['band']['low']):,.0f})") in flat
     assert f"model TFLOP/s/GPU {tflops:,.1f}" in flat and f"MFU {100 * d['mfu']:.1f} %" in flat
+    # user18: TFLOP/s and MFU are rates like tokens/s: the same band inverted, in the text and the JSON
+    lo, hi = 1 + d["band"]["low"], 1 + d["band"]["high"]
+    assert f"model TFLOP/s/GPU {tflops:,.1f} (expected {tflops / hi:,.1f} .. {tflops / lo:,.1f})" in flat
+    assert f"MFU {100 * d['mfu']:.1f} % ({100 * d['mfu'] / hi:.1f} .. {100 * d['mfu'] / lo:.1f} %) of the" in flat
+    assert d["band"]["mfu"] == pytest.approx([d["mfu"] / hi, d["mfu"] / lo], rel=1e-12)
+    assert d["band"]["model_tflops_per_gpu"] == pytest.approx([tflops / hi, tflops / lo], rel=1e-9)
     mline = (f"{mem['peak_bytes_per_gpu'] / GiB:.1f} GiB peak of {mem['capacity_bytes'] / GiB:.1f} GiB: "
              f"{ {'fits': 'fits', 'tight': 'TIGHT', 'does not fit': 'DOES NOT FIT'}[want] }, band "
              f"{b['low_bytes'] / GiB:.1f}-{b['high_bytes'] / GiB:.1f} GiB")

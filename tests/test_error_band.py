@@ -145,3 +145,24 @@ def test_a_16_or_32_bit_plan_is_labelled_by_its_dtype_not_bf16(prec):
     parts = b.group.split(" / ")
     assert "BF16" in ref.group.split(" / ") and "BF16" not in parts
     assert f"{prec.upper()} (pooled with BF16 rows)" in parts
+
+
+def test_band_of_a_gpu_file_spec_says_no_row_ran_on_it(tmp_path, monkeypatch):
+    """user18: a GPU added with --gpu-file (an H20: the hopper rows) or a built-in GPU it overrides took the rows of
+    the built-in specs with no word; the band's group now says none of its rows ran on the file's spec, while a
+    built-in GPU's group is as before and the band's figures (the rows') are the same."""
+    from primus_launch.projection.hardware import gpus
+
+    monkeypatch.setattr(gpus, "_DB", dict(gpus._DB))
+    monkeypatch.setattr(gpus, "_FROM_FILE", set())
+    before = bm.band_for(_plan(gpu="h100-sxm"))
+    f = tmp_path / "g.toml"
+    f.write_text("[gpu.test-h20]\nvendor = 'nvidia'\narch = 'hopper'\npeak_flops_bf16 = 148e12\nhbm_bytes = 96e9\n"
+                 "hbm_bw = 4.0e12\nintra_node_bw = 450e9\nintra_node_topology = 'switch'\ninter_node_bw = 50e9\n"
+                 "[gpu.h100-sxm]\nhbm_bw = 3.0e12\n")
+    assert sorted(gpus.load_gpu_file(f)) == ["h100-sxm", "test-h20"]
+    added, overridden = bm.band_for(_plan(gpu="test-h20")), bm.band_for(_plan(gpu="h100-sxm"))
+    assert added.group == before.group + ", none of them on test-h20's --gpu-file spec"
+    assert overridden.group == before.group + ", none of them on h100-sxm's --gpu-file spec"
+    assert (added.low, added.high, added.n) == (before.low, before.high, before.n)
+    assert bm.band_for(_plan(gpu="h200")).group == before.group  # a built-in spec the file left alone

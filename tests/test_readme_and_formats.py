@@ -43,7 +43,8 @@ def _readme_quote(pattern: str) -> re.Match:
 
 
 @pytest.mark.parametrize("pattern,recipe", [
-    (r'e\.g\. "(\S+ % of the FP8 dense peak \([\d,]+ TFLOP/s\))" for `' + re.escape(DSV3), DSV3),
+    (r'e\.g\. "(\S+ % \([\d.]+ \.\. [\d.]+ %\) of the FP8 dense peak \([\d,]+ TFLOP/s\))" for `' + re.escape(DSV3),
+     DSV3),
     (r'e\.g\. "([\d.]+ s, expected [\d.]+ \.\. [\d.]+ s on \d+ judged rows like it)" \(`'
      + re.escape(TT8), TT8),
     (r'"(\d[\d.]* GiB peak) \.\.\., band', W70),

@@ -99,7 +99,8 @@ def test_mfu_line_names_the_peak_it_is_taken_against(capsys):
     rc, lines = _run(capsys, str(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"))
     text = "\n".join(lines)
     tflops = float(re.search(r"model TFLOP/s/GPU\s+([\d.]+)", text).group(1))
-    mfu, prec, peak = re.search(r"MFU\s+([\d.]+) % of the (\w+) dense peak \(([\d,]+) TFLOP/s\)", text).groups()
+    mfu, prec, peak = re.search(r"MFU\s+([\d.]+) % (?:\([\d.]+ \.\. [\d.]+ %\)\s+)?of the (\w+) dense peak "
+                                r"\(([\d,]+) TFLOP/s\)", text).groups()
     peak_tf = float(peak.replace(",", ""))
     assert rc == 0 and prec == "FP8"
     assert peak_tf == pytest.approx(get_gpu("h100-sxm").peak_flops("fp8") / 1e12, abs=0.5)
@@ -349,6 +350,29 @@ def test_memory_band_ends_that_round_equal_get_more_decimals():
     res = res.model_copy(update={"memory": m.model_copy(update={"band": band, "peak_bytes_per_gpu": int(0.853 * GiB)})})
     row = dict(summary_rows(res))["memory"]
     assert row.startswith("0.85 GiB peak of ") and "band 0.85-0.86 GiB" in row
+
+
+def test_band_top_over_the_capacity_is_not_printed_equal_to_it():
+    """user18: a 70B FP8 Bridge config printed "76.3 GiB peak of 79.2 GiB: TIGHT, band 75.0-79.2 GiB": the band's top
+    (79.197 GiB) is over the capacity (79.188 GiB), which is why the verdict is TIGHT, yet both read 79.2.  The
+    memory row's GiB get the decimals that keep each band end apart from the capacity, the capacity the same."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.projection.hardware.gpus import GiB
+    from primus_launch.report.text import summary_rows
+
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+    m = res.memory
+    cap = 85027979264  # the H100's 79.19 GiB (hardware/gpus.py)
+    band = m.band.model_copy(update={"low_bytes": 80531025540, "high_bytes": 85036987081})
+    res = res.model_copy(update={"memory": m.model_copy(update={
+        "band": band, "peak_bytes_per_gpu": 81949718262, "oom_peak_bytes": 81949718262, "capacity_bytes": cap,
+        "margin_fraction": 0.0, "verdict": "tight"})})
+    row = dict(summary_rows(res))["memory"]
+    printed = re.search(r"peak of ([\d.]+) GiB: TIGHT, band ([\d.]+)-([\d.]+) GiB", row)
+    assert printed, row
+    assert float(printed.group(3)) > float(printed.group(1)), row  # the top over the capacity, as printed
+    assert abs(float(printed.group(1)) - cap / GiB) < 0.01
 
 
 def test_explain_names_every_term_of_the_parallelism_row(capsys):

@@ -117,7 +117,8 @@ _PICKED = {"dist": ("use_torch_fsdp2", "use_megatron_fsdp", "align_grad_reduce")
 _SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_embeddings_and_output_weights",
          "should_pad_vocab", "num_query_groups", "grad_reduce_in_fp32", "params_dtype", "pipeline_dtype",
          "autocast_dtype", "seq_length"}
-_READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size")}  # the inner model; the cluster
+# the inner model; the cluster; the model's name (_model_name)
+_READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size"), ("model", "hf_model_id")}
 _DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
            "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
 # model provider classes of families the projection does not model (Bridge models/: t5, falcon_h1 (parallel
@@ -540,9 +541,9 @@ def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:
     return node if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
-def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:
+def _saved_cluster(rec: BridgeRecipe) -> Cluster | None:
     """The run's world size from ``comm_overlap.data_parallel_size`` (``ConfigContainer.set_data_parallel_size``
-    writes world / (TP x PP x CP) there) on the default GPU, 8 per node: a guess, stated in a note (``say``)."""
+    writes world / (TP x PP x CP) there) on the default GPU, 8 per node: a guess (``_saved_note`` says it)."""
     node = _dp_node(rec)
     if node is None:
         return None
@@ -550,12 +551,25 @@ def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:
     world = int(node_value(node)) * max(1, int(a.get("tensor_model_parallel_size") or 1)) * max(
         1, int(a.get("pipeline_model_parallel_size") or 1)) * max(1, int(a.get("context_parallel_size") or 1))
     gpn = 8 if world % 8 == 0 else world
-    c = stated_cluster({"nodes": str(world // gpn), "gpus_per_node": str(gpn)}, None)
-    if say:
-        rec.notes.append(f"cluster from comm_overlap.data_parallel_size={node_value(node)}: {world} x {c.gpu} "
-                         f"({c.num_nodes} nodes x {gpn}; the GPU the default: the config names none); pass "
-                         "--gpu/--nodes to override")
-    return c
+    return stated_cluster({"nodes": str(world // gpn), "gpus_per_node": str(gpn)}, None)
+
+
+def _saved_note(rec: BridgeRecipe, saved: Cluster, final: Cluster, overrides: Mapping[str, Any] | None) -> str | None:
+    """The note on what the saved ``comm_overlap.data_parallel_size`` gave the answer's cluster ``final``: its GPU
+    count (unless the cluster flags restated it: the answer's count is theirs) and the default GPU (unless
+    ``--gpu`` named one); ``None`` where the flags set both."""
+    gpu_given = not Cluster.uncovered(("gpu",), overrides)
+    count_given = final.world_size != saved.world_size or not Cluster.uncovered(("num_nodes",), overrides)
+    said = f"comm_overlap.data_parallel_size={node_value(_dp_node(rec))}"
+    if count_given and gpu_given:
+        return None
+    if count_given:
+        replaced = (f" ({said}, {saved.world_size} GPUs when saved, is replaced by the cluster flags' "
+                    f"{final.world_size})" if final.world_size != saved.world_size else "")
+        return f"cluster gpu={final.gpu}: the default (the config names no GPU); pass --gpu to override{replaced}"
+    gpu = "" if gpu_given else "; the GPU the default: the config names none"
+    return (f"cluster from {said}: {final.world_size} x {final.gpu} ({final.num_nodes} nodes x "
+            f"{final.gpus_per_node}{gpu}); pass --gpu/--nodes to override")
 
 
 def _parse(text: str, path: str, given: Cluster | None,
@@ -570,10 +584,24 @@ def _parse(text: str, path: str, given: Cluster | None,
     cfg = ms.comment_config(text)
     if given is not None:
         return rec, given
-    saved = _saved_cluster(rec, say=Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides)) \
-        if not cfg else None
+    saved = _saved_cluster(rec) if not cfg else None
     written = saved or stated_cluster(cfg, None)
-    return rec, written.completed(overrides, saved.world_size if saved else None) if overrides else written
+    final = written.completed(overrides, saved.world_size if saved else None) if overrides else written
+    note = _saved_note(rec, saved, final, overrides) if saved is not None else None
+    if note:
+        rec.notes.append(note)
+    return rec, final
+
+
+def _model_name(rec: BridgeRecipe, path: Path) -> str:
+    """The answer's model name: the provider's ``model.hf_model_id`` (``Qwen/Qwen3-30B-A3B`` -> ``Qwen3-30B-A3B``;
+    every Bridge provider of a Hugging Face model saves it) where it is one plain word (the name goes into emitted
+    scripts' comments), else the file's stem (``run_config`` names no model)."""
+    model = rec.sections.get("model")
+    node = child_node(model, "hf_model_id") if model is not None else None
+    value = node_value(node) if isinstance(node, yaml.ScalarNode) else None
+    name = value.rstrip("/").rsplit("/", 1)[-1] if isinstance(value, str) else ""
+    return name if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}", name) else path.stem
 
 
 def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
@@ -584,7 +612,7 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
     p = Path(path)
     rec, written = _parse(read_recipe_text(p), str(p), cluster, overrides)
     try:
-        plan = plan_from_args(rec.args, written, name=p.stem)
+        plan = plan_from_args(rec.args, written, name=_model_name(rec, p))
     except PlanError as e:  # the rule names the file's key (model.tensor_model_parallel_size), not the flag
         field_ = _bridge_keys(str(e.field), rec.spelled)
         if field_ == e.field:

@@ -400,6 +400,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides,
                           script_env=script_env)
     _check_family(rec)
+    _refuse_config_file_command(rec, written, str(p))
     try:
         plan = plan_from_args(_hybrid_program_args(rec, _recipe_args(rec, p)), written, name=p.stem)
     except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
@@ -411,6 +412,39 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     if cluster is None and _nodes_defaulted(rec):   # the recipe and the flags state no node count
         out.source.nodes_fitted = True
     return out
+
+
+#: the option Megatron-Bridge's training scripts take their ConfigContainer YAML by (scripts/training/run_recipe.py,
+#: examples/recipes/*/pretrain_*.py: ``--config-file``; Bridge @067f987); Megatron-LM has no such flag
+_BRIDGE_CONFIG_FLAGS = ("--config-file", "--config_file")
+
+
+def _refuse_config_file_command(rec: Any, cluster: Cluster, where: str,
+                               overrides: Mapping[str, Any] | None = None) -> None:
+    """A training command that names no Megatron-LM model flag but a ``--config-file`` (a Slurm batch script
+    running Bridge's ``run_recipe.py --config-file run_config.yaml``) is refused by naming that file and the
+    command that projects it on the command's cluster, ``where`` the recipe's name (user18: the refusal said Bridge
+    recipes build the model in Python, while a saved run config is read).  ``overrides``: cluster flags the caller
+    applies after the read (a command's), put in here."""
+    args = getattr(rec, "args", {}) or {}
+    if any(args.get(d) is not None for d in SHAPE_DESTS):
+        return
+    value = next((args[f] for f in _BRIDGE_CONFIG_FLAGS if isinstance(args.get(f), str) and args[f].strip()), None)
+    if value is None:
+        return
+    cfg, *words = value.split()  # the reader joins the words after an unknown flag: Bridge's dotlist overrides
+    if not cfg.endswith((".yaml", ".yml")):
+        return
+    extra = (f"; first write its override words into it ({', '.join(words[:2])}{', ...' if len(words) > 2 else ''})"
+             if words else "")
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    cluster = cluster.model_copy(update=given)
+    defaulted = [f for f in ("gpu", "num_nodes", "gpus_per_node") if f not in given
+                 and any(re.search(rf"\b{f}=[^:]*: the default", n) for n in getattr(rec, "notes", []))]
+    said = f" ({', '.join(defaulted)}: the default, the command states none)" if defaulted else ""
+    raise UserError(f"{where}: --config-file {cfg}: a Megatron-Bridge run (no Megatron-LM model flag); project that "
+                    f"YAML on this cluster: --project {cfg} --gpu {cluster.gpu} --nodes {cluster.num_nodes} "
+                    f"--gpus-per-node {cluster.gpus_per_node}{said}{extra}")
 
 
 def _nodes_defaulted(rec: Any) -> bool:
@@ -428,6 +462,7 @@ def plan_from_argv(argv: list[str], cluster: Cluster | None = None, deepep_pin: 
     ``overrides``: the partial cluster flags the caller applies after (the default-cluster note leaves them out)."""
     rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster, overrides=overrides)
     _check_family(rec)
+    _refuse_config_file_command(rec, written, "the command", overrides)
     plan = plan_from_args(_hybrid_program_args(rec, rec.args), written)
     return _with_source(plan, rec, None, "megatron-argv", deepep_pin, launch_env)
 

@@ -157,11 +157,17 @@ def _band_of(dims: tuple[tuple[str, str], ...]) -> Optional[ErrorBand]:
 
 def band_for(plan: Plan) -> Optional[ErrorBand]:
     """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file.  An FP16 /
-    FP32 plan is judged in the ``bf16`` group (:func:`band_dims`); its label says so rather than "BF16"."""
+    FP32 plan is judged in the ``bf16`` group (:func:`band_dims`); its label says so rather than "BF16".  A GPU whose
+    spec ``--gpu-file`` added or overrode takes its architecture's rows, and the group says none of them ran on
+    that spec (its figures' own error is not in the band)."""
     band = _band_of(tuple(sorted(band_dims(plan).items())))
     if band is None:
         return None
     band = band.model_copy(deep=True)
+    from primus_launch.projection.hardware.gpus import from_gpu_file
+
+    if from_gpu_file(plan.cluster.gpu):  # the rows ran on built-in specs: the file's figures are not judged (user18)
+        band.group += f", none of them on {plan.cluster.gpu.split('@', 1)[0]}'s --gpu-file spec"
     prec = plan.training.precision
     if prec not in ("bf16", "fp8", "fp4") and "precision" not in band.relaxed:
         band.group = " / ".join(f"{prec.upper()} (pooled with BF16 rows)" if part == "BF16" else part

@@ -266,10 +266,13 @@ class ProjectionResult(BaseModel):
 
     def to_json_dict(self) -> dict:
         """The result as JSON; ``band`` also carries the ranges the text answer prints from it
-        (``iteration_time_s`` and ``tokens_per_sec_per_gpu``: [low, high]), so that a script reads the same
-        "expected 640 .. 686" the answer shows without inverting the band itself."""
+        (``iteration_time_s``, ``tokens_per_sec_per_gpu``, ``model_tflops_per_gpu`` and ``mfu``: [low, high]; the
+        three rates are the band inverted), so that a script reads the same "expected 640 .. 686" the answer shows
+        without inverting the band itself."""
         d = self.model_dump(mode="json")
         if self.band is not None:
             d["band"]["iteration_time_s"] = list(self.band.iteration_range(self.iteration_time_s))
             d["band"]["tokens_per_sec_per_gpu"] = list(self.band.tokens_range(self.tokens_per_sec_per_gpu))
+            d["band"]["model_tflops_per_gpu"] = list(self.band.tokens_range(self.model_tflops_per_gpu))
+            d["band"]["mfu"] = list(self.band.tokens_range(self.mfu))
         return d

@@ -64,12 +64,20 @@ def plan_line(r: ProjectionResult) -> str:
 
 def gib_digits(r: ProjectionResult) -> int:
     """Decimals of the memory row's GiB: 1, or as many (up to 3) as tell the band's ends apart (a tiny model's
-    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals)."""
+    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals) and each end
+    apart from the usable capacity it is compared with (a 70B FP8 run's "peak of 79.2 GiB: TIGHT, band 75.0-79.2 GiB"
+    read as fitting: the band's top, 79.197 GiB, is over the 79.188 GiB; the capacity is then given to the same
+    decimals, user18)."""
     b = r.memory.band
     if b is None:
         return 1
     lo, hi = b.low_bytes / GiB, b.high_bytes / GiB
-    return next((d for d in (1, 2) if f"{lo:.{d}f}" != f"{hi:.{d}f}"), 3)
+    usable = r.memory.capacity_bytes * (1 - r.memory.margin_fraction) / GiB
+
+    def apart(d: int) -> bool:
+        return f"{lo:.{d}f}" != f"{hi:.{d}f}" and all(f"{e:.{d}f}" != f"{usable:.{d}f}" for e in (lo, hi)
+                                                      if e != usable)
+    return next((d for d in (1, 2) if apart(d)), 3)
 
 
 def verdict_text(r: ProjectionResult) -> str:
@@ -112,8 +120,12 @@ PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32"
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
-    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``; a dry-run gives its expected range after the figure,
+    the error band inverted as for tokens/s (``34.0 % (30.7 .. 37.7 %) of ...``)."""
     out = f"{small_figure(100 * r.mfu)} %"
+    if r.band is not None and r.mfu > 0:  # a rate like tokens/s: the same band inverted (user18: shown bare)
+        lo, hi = r.band.tokens_range(100 * r.mfu)
+        out += f" ({small_figure(lo)} .. {small_figure(hi)} %)"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
         out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"
@@ -154,7 +166,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     c, m = r.plan.cluster, r.memory
     # the capacity the verdict compares with, beside the margin ("20.1 GiB peak of 55.9 GiB, margin 65 %: DOES NOT
     # FIT" left the reader to work out that 19.6 GiB are usable; user14)
-    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.1f} GiB usable, margin "
+    d = gib_digits(r)
+    margin = (f" ({m.capacity_bytes * (1 - m.margin_fraction) / GiB:.{d}f} GiB usable, margin "
               f"{100 * m.margin_fraction:.0f} %)" if m.margin_fraction else "")
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
@@ -174,10 +187,12 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
-        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
+        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu) + (
+            " (expected {} .. {})".format(*map(small_figure, r.band.tokens_range(r.model_tflops_per_gpu)))
+            if r.band is not None else "")),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{gib_digits(r)}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
-                   f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{d}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+                   f"{m.capacity_bytes / GiB:.{d}f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + ([("nodes", node_search_text(m.node_search))] if m.node_search is not None else []) \
         + (run_rows(run) if run is not None else [])

@@ -150,8 +150,18 @@ class GPUSpec(BaseModel):
 _DB: dict[str, GPUSpec] = {}
 
 
+#: the GPUs ``--gpu-file`` added or overrode (:func:`load_gpu_file`): no judged validation row ran on their spec
+_FROM_FILE: set[str] = set()
+
+
 def _add(spec: GPUSpec) -> None:
     _DB[spec.name] = spec
+
+
+def from_gpu_file(name: str) -> bool:
+    """Whether GPU ``name``'s spec (or, for a power-capped ``"<name>@<W>W"``, its base's) came from ``--gpu-file``:
+    the error bands' rows ran on the built-in specs only (``projection/band.py``)."""
+    return str(name).split("@", 1)[0] in _FROM_FILE
 
 
 # NVIDIA A100 SXM4 80GB (108 SMs): 312 TFLOP/s dense BF16, no FP8 (NVIDIA A100 datasheet, 2021);
@@ -505,6 +515,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
             _check_fabric(str(gpu), expect(fields, dict, f"collectives.{gpu}", "a table of fabric fields"))
     for spec in specs:
         _add(spec)
+        _FROM_FILE.add(spec.name)
     if coll:
         from primus_launch.projection.hardware.fabric import register_fabric_tables
 
