@@ -83,3 +83,19 @@ def test_a_config_that_builds_trainer_still_reads(module, config, tmp_path, monk
     assert plan.parallel.cp == cfg.parallelism.context_parallel_degree
     assert plan.model.seq_length == cfg.training.seq_len
     assert plan.training.compile == (cfg.compile.enable and "model" in cfg.compile.components)
+
+
+def test_a_csv_schedule_is_refused_as_one(tmp_path, monkeypatch):
+    """``llama3_debugmodel_pp2_custom_csv`` (torchtitan 0.3.0's integration-test recipes): torch's
+    ``get_schedule_class`` takes ``PipelineScheduleMulti`` (torchtitan runs the CSV's actions); the reader
+    refused it as a value outside the schedule names, now as a CSV schedule it does not model."""
+    monkeypatch.setenv("PRIMUS_LAUNCH_CACHE", str(tmp_path))
+    from torch.distributed.pipelining.schedules import get_schedule_class
+
+    module, config = "torchtitan_recipes.tests.features", "llama3_debugmodel_pp2_custom_csv"
+    cfg = _torchtitan_loads(module, config)
+    assert get_schedule_class(cfg.parallelism.pipeline_parallel_schedule) is not None
+    assert cfg.parallelism.pipeline_parallel_schedule_csv
+    with pytest.raises(PlanError) as e:
+        _read(module, config)
+    assert "pipeline_parallel_schedule_csv" in str(e.value) and "not modelled" in str(e.value)
