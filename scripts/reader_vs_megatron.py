@@ -597,16 +597,23 @@ def _guard_te_imports(tree: Path) -> None:
     inside functions) is made the guarded import the other modules write (``te = None`` on ImportError), so that
     the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it.  The Transformer Engine
     extension module itself (``megatron/core/extensions/transformer_engine.py``: module-level classes subclass
-    ``te.pytorch``; core_r0.11.0) keeps its import, so it raises ImportError as on a machine without TE, which its
+    ``te.pytorch``; core_r0.11.0) keeps its import (a one-line ``from transformer_engine... import a, b`` elsewhere
+    is guarded the same way, the names None), so it raises ImportError as on a machine without TE, which its
     importers catch (``try: from megatron.core.extensions.transformer_engine import ... except ImportError``)."""
     for f in tree.rglob("*.py"):
         if f.parts[-3:] == ("core", "extensions", "transformer_engine.py"):
             continue
         text = f.read_text()
-        if not re.search(r"^import transformer_engine\b", text, re.M):
+        if not re.search(r"^(import|from) transformer_engine\b", text, re.M):
             continue
-        f.write_text(re.sub(r"^import transformer_engine as (\w+)\s*$",
-                            lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    {m.group(1)} = None",
+        text = re.sub(r"^import transformer_engine as (\w+)\s*$",
+                      lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    {m.group(1)} = None",
+                      text, flags=re.M)
+        # 25.04-alpha tensor_parallel/layers.py: 'from transformer_engine.pytorch.module.base import get_dummy_wgrad'
+        # (used inside functions only): the names None without TE (read20)
+        f.write_text(re.sub(r"^from transformer_engine[\w.]* import ([\w, ]+?)\s*$",
+                            lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    "
+                                      + " = ".join(n.strip() for n in m.group(1).split(",")) + " = None",
                             text, flags=re.M))
 
 
