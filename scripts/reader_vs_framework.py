@@ -17,6 +17,10 @@ Two sources (read14), each field that changes time or memory compared one by one
   ``plan_from_command`` on a one-node, 8-GPU ``torchrun`` line: degrees, sequence parallel, sequence, batch,
   AC kind, compile of model / loss, CPU offload, parameter dtype, fp32 gradient reduce, CUDA graphs, layers,
   width.  The converters' GPU-capability checks are bypassed (this machine has no GPU).
+- ``--titan-experiments`` (read20): every config function of torchtitan 0.3.0's integration-test recipes
+  (``torchtitan_recipes.tests.*``, launched as ``MODULE=... CONFIG=... ./run_train.sh``) and of the registries
+  its ConfigManager resolves beyond the snapshot (``graph_trainer.*``, ``torchft.llama3``, ``muse_glimmer``), as
+  ``--titan`` compares them, each on the world its explicit degrees need.
 - ``--titan02 DIR``: every job TOML of a torchtitan <= 0.2 source tree (``git archive v0.2.2 torchtitan``), and
   ``--titan02-lines FILE`` (a ``--job.config_file ...`` command's trainer arguments per line), parsed by that
   tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
@@ -807,11 +811,83 @@ def registry_lines() -> list[list[str]]:
     return [["--module", m, "--config", c] for m, cs in snapshot()["configs"].items() for c in cs]
 
 
+# torchtitan 0.3.0's integration-test recipes (``tests/integration_tests/run_tests.py`` launches each as
+# ``MODULE=<module> CONFIG=<function> ./run_train.sh``); importable ones only (flux / the HF backend need packages
+# this machine lacks: their lines are counted as refused by both)
+TITAN_RECIPE_MODULES = ("torchtitan_recipes.tests.features", "torchtitan_recipes.tests.models",
+                        "torchtitan_recipes.tests.h100", "torchtitan_recipes.tests.flux",
+                        "torchtitan_recipes.tests.transformers_modeling_backend")
+
+
+def experiment_lines() -> list[tuple[int, list[str]]]:
+    """(GPUs, launch-line arguments) of every config function of torchtitan 0.3.0's integration-test recipes and
+    of the config registries its ConfigManager resolves that the snapshot does not hold (``_supported_experiments``:
+    ``graph_trainer.*``, ``torchft.llama3``, ...; model registries outside ``_supported_models``' snapshot entries).
+    GPUs: the world its explicit degrees need (replicate x shard x cp x tp x pp; 8 where shard is -1), as the
+    integration tests' ``ngpu`` gives it."""
+    import importlib
+    import inspect
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    from torchtitan.experiments import _supported_experiments
+
+    from primus_launch.adapters.titan_snapshot import snapshot
+
+    mods: list[tuple[str, Any]] = []
+    for name in TITAN_RECIPE_MODULES:
+        try:
+            mods.append((name, importlib.import_module(name)))
+        except Exception:  # noqa: BLE001 -- an optional dependency missing here
+            continue
+    snap = snapshot()
+    for name in sorted(_supported_experiments | set(snap["models"])):
+        if name in snap["configs"]:
+            continue
+        for prefix in ("torchtitan.models", "torchtitan.experiments", "torchtitan.experiments.rl.examples"):
+            try:
+                mods.append((name, importlib.import_module(f"{prefix}.{name}.config_registry")))
+                break
+            except Exception:  # noqa: BLE001
+                continue
+    out: list[tuple[int, list[str]]] = []
+    for name, mod in mods:
+        for fn_name, fn in vars(mod).items():
+            if not (inspect.isfunction(fn) and fn.__module__ == mod.__name__ and not fn_name.startswith("_")
+                    and not inspect.signature(fn).parameters):
+                continue
+            ngpu = 8
+            try:
+                par = fn().parallelism
+                other = (par.data_parallel_replicate_degree * par.context_parallel_degree * par.tensor_parallel_degree
+                         * par.pipeline_parallel_degree)
+                if par.data_parallel_shard_degree > 0:
+                    ngpu = other * par.data_parallel_shard_degree
+            except Exception:  # noqa: BLE001 -- torchtitan cannot load it: its parser says so on the line
+                pass
+            out.append((ngpu, ["--module", name, "--config", fn_name]))
+    logging.disable(logging.NOTSET)
+    return out
+
+
+def titan_experiments() -> collections.Counter:
+    """:func:`titan` over :func:`experiment_lines`, one world size at a time."""
+    counts: collections.Counter = collections.Counter()
+    by_world: dict[int, list[list[str]]] = collections.defaultdict(list)
+    for ngpu, args in experiment_lines():
+        by_world[ngpu].append(args)
+    for ngpu in sorted(by_world):
+        counts += titan(by_world[ngpu], ngpu)
+    return counts
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--primus", type=Path, help="a `git archive HEAD primus examples` of AMD-AGI/Primus")
     ap.add_argument("--titan", action="store_true", help="every torchtitan 0.3.0 registry config function")
     ap.add_argument("--titan-lines", type=Path, help="a file of torchtitan 0.3 trainer argument lines")
+    ap.add_argument("--titan-experiments", action="store_true",
+                    help="torchtitan 0.3.0's integration-test recipes and experiment registries (read20)")
     ap.add_argument("--titan02", type=Path, help="a torchtitan <= 0.2 source tree (git archive v0.2.2 torchtitan)")
     ap.add_argument("--titan02-lines", type=Path, help="a file of --job.config_file command argument lines")
     ap.add_argument("--titan02-child", action="store_true", help=argparse.SUPPRESS)
@@ -834,6 +910,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if a.titan_lines:
             lines += [ln.split() for ln in a.titan_lines.read_text().splitlines() if ln.strip()]
         runs.append(("torchtitan 0.3 launch lines vs ConfigManager", lambda: titan(lines)))
+    if a.titan_experiments:
+        runs.append(("torchtitan 0.3 integration-test recipes and experiments vs ConfigManager", titan_experiments))
     if a.titan02:
         runs.append(("torchtitan <= 0.2 job commands vs ConfigManager",
                      lambda: titan02(a.titan02.resolve(), a.titan02_lines)))

@@ -259,7 +259,8 @@ def parse_with_megatron(tree: Path, jobs: list[dict], strict: bool) -> dict[str,
 
 # --------------------------------------------------------------------------- argv of a recipe
 def yaml_argv(text: str) -> Optional[list[str]]:
-    """A functional test's ``MODEL_ARGS`` as the runner (``_run_training.sh``) passes them, or None."""
+    """A functional test's ``MODEL_ARGS`` as the runner (``_run_training.sh``) passes them, or a moe_recipes
+    file's ``ARGS`` as flags, or None."""
     import yaml
 
     from primus_launch.adapters.megatron_yaml import runner_unescaped
@@ -269,11 +270,29 @@ def yaml_argv(text: str) -> Optional[list[str]]:
     except yaml.YAMLError:
         return None
     block = data.get("MODEL_ARGS") if isinstance(data, dict) else None
+    flags = False
+    if not isinstance(block, dict) and isinstance(data, dict) and isinstance(data.get("ARGS"), dict):
+        # NVIDIA's examples/moe_recipes (dev; read20): ``ARGS:`` keys are flag names with underscores, each
+        # passed as ``--key-with-dashes`` (true: the bare switch, false: left out)
+        block, flags = data["ARGS"], True
     if not isinstance(block, dict):
         return None
     out: list[str] = []
     for k, v in block.items():
-        k = str(k)
+        if flags:  # a dest of a store_false switch (overlap_p2p_comm: true) is its default; false passes the switch
+            from primus_launch.adapters import megatron_flags
+
+            f = megatron_flags.lookup(str(k))
+            if f is not None and f.kind == "false" and str(k) == f.dest and isinstance(v, bool):
+                if not v:
+                    out.append(f.flags[0])
+                continue
+            k = "--" + str(k).replace("_", "-")
+            if v is False:
+                continue
+            if isinstance(v, str) and " " in v.strip():  # unquoted in the launch line: bash splits the words
+                out += [k, *v.split()]
+                continue
         if v is True:
             out.append(k)
         elif v is None or v == "":
@@ -456,8 +475,12 @@ def megatron_vs_plan(ns: dict, p: Any) -> dict[str, tuple[Any, Any]]:
         cg = "local"
     if g("external_cuda_graph"):
         cg = "transformer_engine"
-    chk("cuda_graph_impl", cg, t.cuda_graph_impl)
-    if cg != "none" and g("cuda_graph_scope") not in (None, "full", []):
+    if cg == "full_iteration":  # main / dev's impl (validate_args migrates 'local' + scope full_iteration to it):
+        chk("cuda_graph_impl", "local", t.cuda_graph_impl)  # the plan's local impl with the full_iteration scope
+        chk("cuda_graph_scope", ["full_iteration"], list(t.cuda_graph_scope))
+    else:
+        chk("cuda_graph_impl", cg, t.cuda_graph_impl)
+    if cg not in ("none", "full_iteration") and g("cuda_graph_scope") not in (None, "full", []):
         sc = g("cuda_graph_scope")
         chk("cuda_graph_scope", sorted([sc] if isinstance(sc, str) else sc), sorted(t.cuda_graph_scope))
     chk("cpu_offloading_num_layers", g("cpu_offloading_num_layers") or 0 if g("cpu_offloading") else 0,
@@ -574,16 +597,23 @@ def _guard_te_imports(tree: Path) -> None:
     inside functions) is made the guarded import the other modules write (``te = None`` on ImportError), so that
     the parser's imports load.  Nothing of the parse or of ``validate_args`` depends on it.  The Transformer Engine
     extension module itself (``megatron/core/extensions/transformer_engine.py``: module-level classes subclass
-    ``te.pytorch``; core_r0.11.0) keeps its import, so it raises ImportError as on a machine without TE, which its
+    ``te.pytorch``; core_r0.11.0) keeps its import (a one-line ``from transformer_engine... import a, b`` elsewhere
+    is guarded the same way, the names None), so it raises ImportError as on a machine without TE, which its
     importers catch (``try: from megatron.core.extensions.transformer_engine import ... except ImportError``)."""
     for f in tree.rglob("*.py"):
         if f.parts[-3:] == ("core", "extensions", "transformer_engine.py"):
             continue
         text = f.read_text()
-        if not re.search(r"^import transformer_engine\b", text, re.M):
+        if not re.search(r"^(import|from) transformer_engine\b", text, re.M):
             continue
-        f.write_text(re.sub(r"^import transformer_engine as (\w+)\s*$",
-                            lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    {m.group(1)} = None",
+        text = re.sub(r"^import transformer_engine as (\w+)\s*$",
+                      lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    {m.group(1)} = None",
+                      text, flags=re.M)
+        # 25.04-alpha tensor_parallel/layers.py: 'from transformer_engine.pytorch.module.base import get_dummy_wgrad'
+        # (used inside functions only): the names None without TE (read20)
+        f.write_text(re.sub(r"^from transformer_engine[\w.]* import ([\w, ]+?)\s*$",
+                            lambda m: f"try:\n    {m.group(0).strip()}\nexcept ImportError:\n    "
+                                      + " = ".join(n.strip() for n in m.group(1).split(",")) + " = None",
                             text, flags=re.M))
 
 

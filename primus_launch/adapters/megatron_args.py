@@ -1122,6 +1122,12 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     if a.get("rampup_batch_size"):
         rep.note(f"--rampup-batch-size {' '.join(map(str, a['rampup_batch_size']))}: the steady batch "
                  f"(--global-batch-size) is projected, not the ramp")
+    if get(a, "cross_entropy_loss_fusion") and str(get(a, "cross_entropy_fusion_impl")) == "te":
+        # Megatron-LM 168cb15d70 (2026-06-03, #5115; core_r0.18.0, core_v0.19.0, main, dev) validate_args
+        rep.note("--cross-entropy-fusion-impl te with --cross-entropy-loss-fusion: read as Transformer Engine's fused "
+                 "cross entropy (Megatron-LM before 168cb15, 2026-06-03: core_v0.18.0 and older); from core_r0.18.0 / "
+                 "core_v0.19.0 Megatron-LM asserts 'Transformer Engine cross entropy loss fusion is disabled due to "
+                 "stability issues' (--cross-entropy-fusion-impl native runs)")
 
     num_experts_set = bool(num_experts)
     dispatcher = get(a, "moe_token_dispatcher_type")

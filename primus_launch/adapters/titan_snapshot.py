@@ -409,8 +409,8 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
     digest = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:16]
     path = cache_dir() / f"titan-config-{installed_version()}-{digest}-{config}.json"
     hit = _load(path)
-    if hit is not None:
-        return hit["entry"]
+    if hit is not None and "trainer" in hit["entry"]:  # an entry cached before read20 names no trainer: reload
+        return _runs_torchtitans_trainer(hit["entry"], config)
     import importlib
     import logging
 
@@ -429,6 +429,8 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
         if getattr(cfg, "model_spec", None) is None or not hasattr(cfg, "parallelism"):
             raise PlanError("--config", config, "must return a torchtitan Trainer.Config with a model_spec")
         entry = config_entry_of(cfg, list(rec.seen), None)
+        owner = getattr(type(cfg), "_owner", None)  # what ConfigManager's config.build() constructs (train.py)
+        entry["trainer"] = f"{owner.__module__}.{owner.__qualname__}" if owner is not None else TRAINER
         try:
             entry["argv_table"] = argv_table(cfg)
         except Exception:  # a config tyro cannot render: torchtitan's parser is the judge of its options
@@ -439,7 +441,56 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
         atomic_write_text(path, json.dumps({"format": FORMAT, "entry": entry}, sort_keys=True))
     except OSError:
         pass
-    return entry
+    return _runs_torchtitans_trainer(entry, config)
+
+
+# torchtitan 0.3's own trainer: ``torchtitan/train.py`` runs ``config.build()``, which constructs the class whose
+# nested ``Config`` the config is (``Configurable.Config._owner``, config/configurable.py); a user's subclass of
+# ``Trainer.Config`` defined outside a trainer class still builds this one.
+TRAINER = "torchtitan.trainer.Trainer"
+# torchtitan 0.3.0's experiment trainers and why their step is not Trainer's (read from their own modules)
+OTHER_TRAINERS = {
+    "torchtitan.experiments.graph_trainer.trainer.GraphTrainer":
+        "traces forward, loss and backward into one graph (compile.mode aot_fx_trace), shards with SimpleFSDP and "
+        "bucketing passes, and saves activations by its graph memory policy, not the activation_checkpoint wrapper",
+    "torchtitan.experiments.torchft.trainer.FaultTolerantTrainer":
+        "trains torchft replica groups (fault_tolerance: semi-sync DiLoCo / local SGD syncs every sync_steps)",
+}
+
+
+def _runs_torchtitans_trainer(entry: dict[str, Any], config: str) -> dict[str, Any]:
+    """``entry`` when its config builds torchtitan's ``Trainer`` (the step primus-launch models); another
+    trainer's config (``--module graph_trainer.llama3``, ``torchft.llama3``: ``GraphTrainer.Config``,
+    ``FaultTolerantTrainer.Config``) is refused naming it -- its fields read the same, its step is not that one."""
+    trainer = entry.get("trainer", TRAINER)
+    if trainer == TRAINER:
+        return entry
+    why = OTHER_TRAINERS.get(trainer, "its own training step")
+    raise PlanError("--config", config, f"builds {trainer}, not torchtitan's Trainer: it {why}; not modelled "
+                                        f"(primus-launch models {TRAINER}'s step)")
+
+
+def experiment_module(name: str) -> Optional[str]:
+    """The module torchtitan's ``ConfigManager`` loads for a shorthand ``--module`` of its experiments
+    (``graph_trainer.llama3``, ``torchft.llama3``, RL examples), or None: torchtitan 0.3.0
+    ``config/manager.py`` looks a name of ``_supported_models | _supported_experiments`` up as
+    ``torchtitan.models.<name>.config_registry``, then ``torchtitan.experiments.<name>.config_registry``, then
+    ``torchtitan.experiments.rl.examples.<name>.config_registry``."""
+    import importlib.util
+
+    try:
+        from torchtitan.experiments import _supported_experiments
+    except Exception:  # torchtitan absent, or a release without the list
+        return None
+    if name not in _supported_experiments:
+        return None
+    for prefix in ("torchtitan.models", "torchtitan.experiments", "torchtitan.experiments.rl.examples"):
+        try:
+            if importlib.util.find_spec(f"{prefix}.{name}.config_registry") is not None:
+                return f"{prefix}.{name}"
+        except (ImportError, ValueError):
+            continue
+    return None
 
 
 def build_snapshot() -> dict:

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from primus_launch.adapters.titan_option_rules import check_option_rule
-from primus_launch.adapters.titan_snapshot import argv_options, cli_types, config_entry, load_user_config, snapshot
+from primus_launch.adapters.titan_snapshot import (argv_options, cli_types, config_entry, experiment_module,
+                                                  load_user_config, snapshot)
 from primus_launch.adapters.torchtitan import DELETE, job_assignments, job_get, plan_from_job
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError
@@ -282,6 +283,9 @@ def _resolve_entry(module: str, config: str) -> tuple[dict, str]:
 
     if name in snap["configs"] or name in REFUSED_FAMILIES or name in snap["models"]:
         return config_entry(name, config), name
+    full = experiment_module(module)  # a shorthand of torchtitan's experiments: ConfigManager resolves it first
+    if full is not None:
+        return load_user_config(full, config), module
     import importlib.util
 
     try:

@@ -55,6 +55,12 @@ def _canonical(name: str) -> str:
     for s in TITAN_SCHEDULES:
         if s.lower() == key:
             return s
+    if key in ("pipelineschedulemulti", "pipelineschedulesingle"):
+        # torch's base classes, which torchtitan 0.3.0 (distributed/pipeline_parallel.py) runs as
+        # _PipelineScheduleRuntime with the actions of parallelism.pipeline_parallel_schedule_csv
+        raise PlanError("parallelism.pipeline_parallel_schedule", name,
+                        "a schedule of the actions in parallelism.pipeline_parallel_schedule_csv: not modelled; "
+                        f"modelled: one of {', '.join(TITAN_SCHEDULES)}")
     raise PlanError("parallelism.pipeline_parallel_schedule", name, f"one of {', '.join(TITAN_SCHEDULES)}")
 
 
