@@ -15,13 +15,21 @@ gradients, reduce-scatter buffers, loss gradients); all within 3 % (they agree t
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from titan_trace import TitanCase, trace
+import titan_trace
+from titan_trace import TitanCase
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
 from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory, estimate_memory
 from primus_launch.projection.memory.titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
+
+
+# one trace per job shape in this file: the two-block cases of ``test_titan_block_activations_exact`` are the step
+# cases ``ddp-noac``, ``tp2-fsdp4`` and ``tp2-fsdp4-op`` (TitanCase is frozen; the tests only read the result)
+trace = functools.cache(titan_trace.trace)
 
 
 def plan_of(c: TitanCase) -> Plan:

@@ -4,6 +4,7 @@ numerics-changing knobs only when allowed (and said so)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from primus_launch.tuner.space import Space, SpaceConfig, knobs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RESTRICTED = SpaceConfig.restricted()
+# every axis of the restricted space at two values or more (the planner's pre-filter pass over it is the same code)
+SMALL = SpaceConfig(max_cp=2, max_vpp=2, max_mbs=2, block_recompute_layers=(1,), max_dp_replicate_choices=2,
+                    execution=False)
 
 
 def _score(plan):
@@ -96,18 +100,19 @@ def test_memory_basis_reaches_the_prefilter_and_the_scores():
     margin = 1 - mid / rep.capacity_bytes
     assert default_prefilter(margin, "reserved")(plan) is not None
     assert default_prefilter(margin, "allocated")(plan) is None
-    res = tune(plan, score=None, space=RESTRICTED, memory_basis="allocated", memory_margin=margin, budget=3)
+    res = tune(plan, score=None, space=SMALL, memory_basis="allocated", memory_margin=margin, budget=3)
     # the verdict's (tight: the band's bottom fits; its point estimate over the usable capacity keeps it out of the
     # answer, tuner/memory_rule.py, so its ``fits`` is the rule's)
     assert res.baseline.memory.memory_basis == "allocated" and res.baseline.memory.verdict != "does not fit"
     assert res.trials[0].source == "seed" and res.trials[0].status == "scored"
-    res = tune(plan, score=None, space=RESTRICTED, memory_basis="reserved", memory_margin=margin, budget=3)
+    res = tune(plan, score=None, space=SMALL, memory_basis="reserved", memory_margin=margin, budget=3)
     assert not res.baseline.memory.fits and res.baseline.memory.verdict == "does not fit"
 
 
 def test_numerics_knobs_need_allow_and_are_reported(tmp_path):
     plan = small_dense_plan()
-    cfg = SpaceConfig(max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=())
+    # TP up to 2 (the plan's own): 18,408 plans with fp8 allowed instead of 38,432, every knob family still there
+    cfg = SpaceConfig(max_tp=2, max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=())
     res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40)
     assert res.allowed == [] and not res.searched_knobs["fp8"] and res.searched_knobs["cuda_graph"]
     assert all("training.precision" not in t.changes for t in res.trials)
@@ -181,16 +186,15 @@ def test_memory_certain_keeps_tight_plans_out_and_its_bound_stays_exact():
     plan, margin, score = _tight_at_band_middle()
 
     ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin)
+    sure, bb = _tight_certain_runs()
     scored = [t for t in ex.trials if t.status == "scored"]
     assert ex.baseline.memory.verdict == "tight"
     assert {"tight", "fits"} <= {t.verdict for t in scored}
     best_fits = min(t.iteration_time_s for t in scored if t.verdict == "fits")
     assert ex.best.iteration_time_s <= best_fits
-    sure = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
     assert sure.best.memory.verdict == "fits" and sure.memory_certain
     assert sure.best.iteration_time_s == pytest.approx(best_fits, rel=1e-12)
     assert any("kept out by --memory-certain" in w for w in sure.warnings)
-    bb = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
     assert bb.certificate.certified and all(t.verdict == "fits" for t in bb.top)
     assert bb.best.iteration_time_s == pytest.approx(best_fits, rel=1e-9)
     assert "(--memory-certain)" in render_tune_text(bb)
@@ -278,9 +282,8 @@ def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     the brute force's best, the warm start never called."""
     plan, margin, score = _tight_at_band_middle()
 
-    ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
+    ex, full = _tight_certain_runs()
     assert ex.baseline.memory.verdict == "tight" and ex.best.memory.verdict == "fits"
-    full = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
     assert full.certificate.certified and full.certificate.work < 20_000  # below the warm start (WARM_AT of the limit)
     assert full.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
     outside = Space(plan, RESTRICTED).index(knobs_of(plan)) is None
@@ -298,6 +301,16 @@ def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     assert c.certified and c.work - c.warm_work <= 1_600 and c.scored == res.scored
     assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
     assert c.scored + c.bounded_time + c.bounded_memory == c.plans + outside
+
+
+@functools.cache
+def _tight_certain_runs():
+    """The brute force and the branch and bound with ``--memory-certain`` at :func:`_tight_at_band_middle`'s
+    margin, run once for the two tests that read them (neither changes a result)."""
+    plan, margin, score = _tight_at_band_middle()
+    ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
+    bb = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
+    return ex, bb
 
 
 def _tight_at_band_middle():

@@ -4,6 +4,8 @@ why; otherwise the original is kept.  The times are made equal by the test's sco
 
 from __future__ import annotations
 
+import pytest
+
 from tuner_helpers import small_dense_plan
 
 from primus_launch.projection.dryrun import project_dry_run
@@ -15,9 +17,27 @@ from primus_launch.tuner.space import SpaceConfig
 RESTRICTED = SpaceConfig.restricted()
 
 
+_DRY: dict[str, object] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dry_runs_shared():
+    """The two brute forces below score every plan of the same space: each plan's dry run is computed once
+    (the scores only copy it, ``model_copy``) and dropped when the file ends."""
+    yield
+    _DRY.clear()
+
+
+def _dry(plan):
+    key = plan.model_dump_json()
+    if key not in _DRY:
+        _DRY[key] = project_dry_run(plan, memory_margin=0.0)
+    return _DRY[key]
+
+
 def _flat_time(plan):
     """The dry-run projection with every plan's iteration time set to 1 s: all plans tie."""
-    return project_dry_run(plan, memory_margin=0.0).model_copy(update={"iteration_time_s": 1.0})
+    return _dry(plan).model_copy(update={"iteration_time_s": 1.0})
 
 
 def _flat_time_and_memory(plan):
