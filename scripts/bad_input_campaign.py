@@ -58,7 +58,8 @@ the robust15 classes (``--only r15:``, the field drawn by ``--seed``): a number 
 ``???`` in a Primus experiment, a Megatron-Bridge or a NeMo YAML (those loaders keep the string and the batch
 arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro);
 the robust16 classes (``--only r16:``): a tune of a model whose weights alone overflow every GPU whatever the layout
-(hidden size 2^20; minutes pricing hopeless plans: one line before the search), many pipeline stages of 9,984 layers.
+(hidden size 2^20; minutes pricing hopeless plans: one line before the search), many pipeline stages of 9,984 layers,
+a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1740,6 +1741,10 @@ def robust16_cases() -> list[Case]:
         out.append(Case(f"r16:huge-weights:tune:{tag}", "value", files,
                         ["--tune", name, "--dry-run", "--out", "t" + name[1:], "--report", "t.html", "--log", "t.json"]
                         + more, expect_refusal=True, expect_words=words))
+    # 2,048 pipeline stages of 128 micro-batches: the extrapolation's cyclicity run (24,588 micro-batches) took minutes
+    out.append(Case("r16:pp-2048:project", "value", {"r.sh": BASH.replace(b"--num-layers 32", b"--num-layers 4096")
+                                                     .replace(b"PP_SIZE=1", b"PP_SIZE=2048")},
+                    ["--project", "r.sh", "--nodes", "512"] + TAIL))
     # the projection itself answers (nothing to search): does not fit
     out.append(Case("r16:huge-weights:project", "value", {"r.sh": HUGE_BASH}, ["--project", "r.sh"] + TAIL))
     out.append(Case("r16:9984-layers:project-1024-nodes", "value", {"r.sh": BASH.replace(b"--num-layers 32",

@@ -96,3 +96,50 @@ def test_uneven_splits_walk_a_number_of_counts_linear_in_the_stages(monkeypatch,
     monkeypatch.setattr(axis_values, "range", counting_range, raising=False)
     axis_values.uneven_splits(L, pp, vpp)
     assert walked[0] <= 16 * (pp + 4), walked[0]
+
+
+# ------------------------------------------------------------------------- thousands of pipeline stages, projected
+def test_long_pipeline_of_few_microbatches_is_simulated_whole(monkeypatch):
+    """PP 2,048 x 128 micro-batches (past the full-simulation bound): the extrapolation's cyclicity run was 24,588
+    micro-batches (100M actions; PP 4,096: 400M, a ``--project`` that never ended) for a schedule of 128.  Now the
+    128 are simulated whole, and the makespan is 1F1B's closed form with equal stage costs and free sends:
+    ``(m + pp - 1) (f + b)`` (Narayanan et al. 2021, the pipeline bubble of ``pp - 1`` micro-batch slots)."""
+    from primus_launch.projection.pipeline import simulate as sim
+
+    runs: list[int] = []
+    plan = sim._plan
+
+    def counted(schedule, pp, vpp, m, group=None):
+        runs.append(m)
+        assert m <= 128, f"a run of {m} micro-batches"  # before it ran, not after it ended
+        return plan(schedule, pp, vpp, m, group)
+
+    monkeypatch.setattr(sim, "_plan", counted)
+    pp, m = 2048, 128
+    res = sim.simulate("1f1b", pp, 1, m, sim.uniform_costs(pp, 1, 1.0, 1.0, 0.5), 0.0)
+    assert max(runs) <= m, max(runs)
+    assert res.makespan_s == pytest.approx((m + pp - 1) * (1.0 + 1.0 + 0.5), rel=1e-12)
+
+
+class _CountedEvents(list):
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_chrome_trace_walks_the_events_a_fixed_number_of_times():
+    """The trace's per-stage thread names came from one walk of every event per stage (PP 4,096 x 128 micro-batches:
+    4,096 walks of a million events, a ``--trace`` that never ended); the same metadata from one walk."""
+    from primus_launch.projection.pipeline.simulate import PipelineResult, chrome_trace
+    from primus_launch.projection.result import TimelineEvent
+
+    pp = 64
+    ev = _CountedEvents(TimelineEvent(stage=s, kind=k, microbatch=0, start_s=0.0, end_s=1.0)
+                        for s in range(pp) for k in (("F", "send") if s % 2 else ("F",)))
+    _CountedEvents.walks = 0
+    out = chrome_trace(PipelineResult(1.0, [1.0] * pp, [0.0] * pp, events=ev))
+    assert _CountedEvents.walks <= 4, _CountedEvents.walks
+    threads = {(e["pid"], e["tid"]) for e in out["traceEvents"] if e["name"] == "thread_name"}
+    assert threads == {(s, 0) for s in range(pp)} | {(s, 1) for s in range(1, pp, 2)}
