@@ -81,6 +81,32 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
                     + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
 
 
+def _check_weights_can_fit(a: argparse.Namespace, plan: Plan) -> None:
+    """A model whose weights alone overflow the fullest GPU whatever the layout (``tuner/memory_floors.py``
+    ``whole_space_out``: every parameter stored once, in 4 bits at least) has no tuned plan: one line before the
+    search, as :func:`_check_some_plan_fits` says after it (a 9,984-layer model of hidden size 2^20 spent minutes
+    pricing hopeless plans).  ``--launch --force`` launches the original anyway: no line."""
+    if a.launch and a.force:
+        return
+    from primus_launch.tuner.memory_floors import MIN_WEIGHT_BYTES, whole_space_out
+
+    floor = whole_space_out(plan, a.memory_margin, a.memory_certain)
+    if floor is None:
+        return
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.memory.params import total_parameters
+
+    c, gib = plan.cluster, 1024 ** 3
+    cap = float(get_gpu(c.gpu).hbm_bytes)
+    margin = (f" less --memory-margin={a.memory_margin:g} ({a.memory_margin * cap / gib:,.1f} GiB kept free)"
+              if a.memory_margin else "")
+    raise UserError(f"--tune={a.tune}: no plan fits in memory on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: the "
+                    f"model's {total_parameters(plan.model):.3g} parameters, {MIN_WEIGHT_BYTES:g} byte each at least "
+                    f"over {plan.world_size:,} GPUs, need {floor / gib:,.1f} GiB per GPU of {cap / gib:,.1f} GiB"
+                    f"{margin} whatever the layout, sharding or precision (nothing searched); give more GPUs "
+                    "(--nodes / --gpus-per-node), a GPU with more memory (--gpu) or a smaller model; nothing written")
+
+
 def primus_cluster_line(best: Plan, written: str) -> str:
     """The cluster a tuned Primus experiment was tuned for, and how Primus launches it there: the experiment states
     no cluster (user15: the 16 nodes fitted to a DeepSeek-V3 experiment 'tuned for 32N' were said only in a note)."""
@@ -154,6 +180,7 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
     config_script = _check_tunable(a, plan, command)
     _check_launch_command(a, plan, command)
     out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)
+    _check_weights_can_fit(a, plan)  # the weights alone overflow every layout: no search
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect

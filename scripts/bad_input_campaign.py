@@ -56,7 +56,10 @@ documents, TOML dates where numbers belong, bash that bash never finishes, ``--t
 command after ``--`` without ``#!``, ``--version`` / ``--help`` into a full or closed stdout (one line, exit 2);
 the robust15 classes (``--only r15:``, the field drawn by ``--seed``): a number given ``None`` / ``'Null'`` / ``"128"`` / ``${VAR:None}`` /
 ``???`` in a Primus experiment, a Megatron-Bridge or a NeMo YAML (those loaders keep the string and the batch
-arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro).
+arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro);
+the robust16 classes (``--only r16:``): a tune of a model whose weights alone overflow every GPU whatever the layout
+(hidden size 2^20; minutes pricing hopeless plans: one line before the search), many pipeline stages of 9,984 layers,
+a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1713,6 +1716,44 @@ def robust15_cases(rng: random.Random, quick: bool) -> list[Case]:
     return out
 
 
+HUGE_BASH = BASH.replace(b"--hidden-size 4096", b"--hidden-size 1048576").replace(
+    b"--ffn-hidden-size 14336", b"--ffn-hidden-size 4194304").replace(b"--num-attention-heads 32", b"--num-attention-heads 8192")
+HUGE_YAML = YAML.replace(b"hidden_size: 4096", b"hidden_size: 1048576").replace(
+    b"ffn_hidden_size: 14336", b"ffn_hidden_size: 4194304").replace(b"num_attention_heads: 32", b"num_attention_heads: 8192")
+
+
+def robust16_cases() -> list[Case]:
+    """The robust16 classes (``--only r16:``): a tune of a model whose weights alone overflow every GPU whatever the
+    layout (hidden size 2^20; 9,984 such layers on 1,024 nodes priced 101K hopeless plans for minutes, past the
+    campaign's hang limit): one line before the search, nothing written (``tuner/memory_floors.py``
+    ``whole_space_out``); and many pipeline stages of a 9,984-layer model (the uneven splits' window walked pair by
+    pair, O(pp^2) per pipeline shape)."""
+    out: list[Case] = []
+    deep = HUGE_BASH.replace(b"--num-layers 32", b"--num-layers 9984")
+    words = ("--tune=r", "no plan fits in memory", "nothing searched", "nothing written")
+    for tag, files, name, more in (
+            ("bash", {"r.sh": HUGE_BASH}, "r.sh", []), ("yaml", {"r.yaml": HUGE_YAML}, "r.yaml", []),
+            ("bash-9984-layers-1024-nodes", {"r.sh": deep}, "r.sh", ["--nodes", "1024"]),
+            ("bash-memory-certain", {"r.sh": HUGE_BASH}, "r.sh", ["--memory-certain"]),
+            ("bash-margin", {"r.sh": HUGE_BASH}, "r.sh", ["--memory-margin", "0.3"]),
+            ("bash-planner", {"r.sh": HUGE_BASH}, "r.sh", ["--planner"]),
+            ("bash-exhaustive", {"r.sh": HUGE_BASH}, "r.sh", ["--exhaustive", "--workers", "2"])):
+        out.append(Case(f"r16:huge-weights:tune:{tag}", "value", files,
+                        ["--tune", name, "--dry-run", "--out", "t" + name[1:], "--report", "t.html", "--log", "t.json"]
+                        + more, expect_refusal=True, expect_words=words))
+    # 2,048 pipeline stages of 128 micro-batches: the extrapolation's cyclicity run (24,588 micro-batches) took minutes
+    out.append(Case("r16:pp-2048:project", "value", {"r.sh": BASH.replace(b"--num-layers 32", b"--num-layers 4096")
+                                                     .replace(b"PP_SIZE=1", b"PP_SIZE=2048")},
+                    ["--project", "r.sh", "--nodes", "512"] + TAIL))
+    # the projection itself answers (nothing to search): does not fit
+    out.append(Case("r16:huge-weights:project", "value", {"r.sh": HUGE_BASH}, ["--project", "r.sh"] + TAIL))
+    out.append(Case("r16:9984-layers:project-1024-nodes", "value", {"r.sh": BASH.replace(b"--num-layers 32",
+                                                                                       b"--num-layers 9984")},
+                    ["--project", "r.sh", "--nodes", "1024"] + TAIL, expect_refusal=True,
+                    expect_words=("--global-batch-size=128",)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1749,6 +1790,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += titanval_cases()
     cases += robust14_cases()
     cases += robust15_cases(rng, quick)
+    cases += robust16_cases()
     return cases
 
 

@@ -12,7 +12,12 @@
   stage) plus the least outside it over the table (``memory/estimate.py`` ``plan_outside_bytes``), one pricing
   per group instead of one per plan; a group whose floor twin (no TE-scoped CUDA graphs, no TP overlap: each
   only adds bytes, :meth:`MemoryFloors.floor_twin`) is out is out without its own pricing (dominance);
-- **at the point** (:meth:`MemoryFloors.point_out`, the ``point`` rule's second tier): the same floor at edge 0.
+- **at the point** (:meth:`MemoryFloors.point_out`, the ``point`` rule's second tier): the same floor at edge 0;
+- **over the whole space** (:func:`whole_space_out`, before the space is built): every parameter of the model is
+  stored on some GPU in at least :data:`MIN_WEIGHT_BYTES` (whatever the layout, sharding or precision), so the
+  fullest GPU holds at least ``total_parameters x MIN_WEIGHT_BYTES / GPUs`` bytes inside the allocator; when that
+  fails the verdict's edge, no plan of the tune fits (a 9,984-layer model of hidden size 2^20 on 8,192 GPUs needs
+  14 million GiB per GPU: its tune spent minutes pricing 101K hopeless plans).
 
 ``tests/test_tuner_bounds.py`` checks each floor at or below the memory model on sampled plans of every bundled
 recipe."""
@@ -26,6 +31,33 @@ from primus_launch.tuner.bound_keys import (F, MEMORY_AXES, OUTSIDE_FLAGS, STATI
                                             pick, S)
 from primus_launch.tuner.knobs import Knobs, apply_knobs
 from primus_launch.tuner.space import Space
+
+
+#: bytes of the narrowest format a weight is stored in: 4 bits (NVFP4 / MXFP4); bf16 weights take 2, fp8 ones 1
+MIN_WEIGHT_BYTES = 0.5
+
+
+def whole_space_floor(plan: Plan) -> float:
+    """The least bytes of weights on the fullest GPU of any plan of ``plan``'s model on its cluster:
+    ``total_parameters(model) x MIN_WEIGHT_BYTES / world_size`` (each parameter stored once at least, in 4 bits at
+    least: tensor, pipeline, expert and FSDP sharding split the weights, never drop them; the average of the
+    GPUs' shares is at most the largest)."""
+    from primus_launch.projection.memory.params import total_parameters
+
+    return total_parameters(plan.model) * MIN_WEIGHT_BYTES / plan.world_size
+
+
+def whole_space_out(plan: Plan, memory_margin: float = 0.0, memory_certain: bool = False) -> Optional[float]:
+    """:func:`whole_space_floor` when it alone makes every plan of a tune of ``plan`` ``does not fit`` (at the
+    verdict's lower band edge, ``memory/verdict.py``: ``inside (1 + low) > usable``; the upper edge under
+    ``--memory-certain``, where the answer must be ``fits``), else None."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.memory.verdict import band_for
+
+    low, high = band_for(plan.framework)[:2]
+    floor = whole_space_floor(plan)
+    usable = float(get_gpu(plan.cluster.gpu).hbm_bytes) * (1.0 - memory_margin)
+    return floor if floor * (1.0 + (high if memory_certain else low)) > usable else None
 
 
 class MemoryFloors:

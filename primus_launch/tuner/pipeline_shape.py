@@ -9,6 +9,7 @@ checks ``C . x`` against the stage costs' compute on sampled plans."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,39 +85,39 @@ def chunk_coefficients(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
             kinds = [(m.is_moe_layer(i), m.is_window_layer(i)) for i in ch.layers] + [last] * ch.mtp
             rec = recomputed_layers(plan, kinds, ch, mtp_ids[r][c] if mtp_ids is not None else ())
             f, b = fw[r, c], bk[r, c]
-            for kk in kinds:
-                _count_layer(f, b, kk, sel)
+            for kk, n in Counter(kinds).items():  # once per kind: a 9,984-layer chunk walked 5.6M calls of a tune
+                _count_layer(f, b, kk, sel, n)
             for kk in rec:
                 _count_recomputed(b, kk)
             _count_ends(f, b, ch.mtp, ch.embedding, int(ch.loss) + ch.mtp)
     return fw, bk
 
 
-def _count_layer(f: np.ndarray, b: np.ndarray, kk: tuple[bool, bool], sel: list[str]) -> None:
-    """One layer of kind ``kk`` (MoE, window) in a chunk's forward ``f`` and backward ``b`` rows: its forward, its
-    input- and weight-gradient passes, its TP, EP (and the unpaired share under 1F1B overlap), selective
+def _count_layer(f: np.ndarray, b: np.ndarray, kk: tuple[bool, bool], sel: list[str], n: int = 1) -> None:
+    """``n`` layers of kind ``kk`` (MoE, window) in a chunk's forward ``f`` and backward ``b`` rows: their forward,
+    input- and weight-gradient passes, their TP, EP (and the unpaired share under 1F1B overlap), selective
     recompute (``sel``), fine-grained offload copy, FSDP and CP terms."""
     at = KIND[kk]
-    f[at] += 1
-    b[at + 1] += 1
-    b[at + 2] += 1
-    f[X["tpm_f" if kk[0] else "tp_f"]] += 1
-    b[X["tpm_b" if kk[0] else "tp_b"]] += 1
+    f[at] += n
+    b[at + 1] += n
+    b[at + 2] += n
+    f[X["tpm_f" if kk[0] else "tp_f"]] += n
+    b[X["tpm_b" if kk[0] else "tp_b"]] += n
     if kk[0]:
-        f[X["ep_f"]] += 1
-        b[X["ep_b"]] += 1
-        f[X["epu_f"]] += 1
-        b[X["epu_b"]] += 1
+        f[X["ep_f"]] += n
+        b[X["ep_b"]] += n
+        f[X["epu_f"]] += n
+        b[X["epu_b"]] += n
     for mod in sel:
-        b[X["sel_" + ("m" if kk[0] else "d") + mod]] += 1
+        b[X["sel_" + ("m" if kk[0] else "d") + mod]] += n
     # fine-grained offloading copies every layer's modules (steps/stage.py: n_off = n)
-    f[X["off_m_f" if kk[0] else "off_d_f"]] += 1
-    b[X["off_m_b" if kk[0] else "off_d_b"]] += 1
+    f[X["off_m_f" if kk[0] else "off_d_f"]] += n
+    b[X["off_m_b" if kk[0] else "off_d_b"]] += n
     fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
-    f[X[fk + "f"]] += 1
-    b[X[fk + "b"]] += 1
-    f[X["cp_f"]] += 1
-    b[X["cp_b"]] += 1
+    f[X[fk + "f"]] += n
+    b[X[fk + "b"]] += n
+    f[X["cp_f"]] += n
+    b[X["cp_b"]] += n
 
 
 def _count_recomputed(b: np.ndarray, kk: tuple[bool, bool]) -> None:

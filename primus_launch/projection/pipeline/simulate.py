@@ -345,6 +345,13 @@ def _same_class(m: int, d: int, at_least: int) -> int:
     return lo + (m - lo) % d
 
 
+def _cyclicity_run(schedule: str, pp: int, vpp: int, group: int | None) -> int:
+    """Micro-batches of :func:`_cyclicity`'s run: whole periods of the orders, at least ``8 pp`` and six times the
+    longest period it looks for (``2 pp vpp + 2``)."""
+    d = _period(schedule, pp, group)
+    return d * math.ceil(max(8 * pp, 6 * (2 * pp * vpp + 2)) / d)
+
+
 def _cyclicity(schedule: str, pp: int, vpp: int, costs: Sequence[Sequence[ChunkCost]],
                p2p_s: Union[float, Sequence[float]], group: int | None) -> Optional[int]:
     """The period ``c`` (in micro-batches) after which the steady state repeats shifted in time:
@@ -353,8 +360,7 @@ def _cyclicity(schedule: str, pp: int, vpp: int, costs: Sequence[Sequence[ChunkC
     run's second half (a forward's end depends only on what precedes it, so the run's own cool-down
     does not touch them); None when none up to ``2 pp vpp + 2`` does."""
     cmax = 2 * pp * vpp + 2
-    d = _period(schedule, pp, group)
-    m = d * math.ceil(max(8 * pp, 6 * cmax) / d)
+    m = _cyclicity_run(schedule, pp, vpp, group)
     pl = _plan(schedule, pp, vpp, m, group)
     end, _, _, _ = _run(pl, costs, p2p_s, True)
     NS = pl.orders.stride
@@ -385,6 +391,11 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
     simulated whole) or the budget; past the budget the makespan is the early line, held at least at
     :func:`makespan_lower_bound` (the busiest rank's work with its unavoidable head and tail)."""
     d = _period(schedule, pp, group)
+    run = _cyclicity_run(schedule, pp, vpp, group)
+    if m <= run and _actions(schedule, pp, vpp, run) > EXTRAPOLATION_BUDGET_ACTIONS:
+        # the cyclicity's own run is longer than the schedule and past the budget (PP 4,096 x 128 micro-batches: a
+        # 49,164-micro-batch run, 400M actions, never ended): the schedule simulated whole, exact and shorter
+        return _simulate_plan(_plan(schedule, pp, vpp, m, group), costs, p2p_s, False)
     c = _cyclicity(schedule, pp, vpp, costs, p2p_s, group) or 1
     unit = math.lcm(d, c)
     step = unit * max(1, math.ceil(4 * pp / unit))
@@ -606,13 +617,15 @@ def chrome_trace(result: Union[PipelineResult, Sequence[TimelineEvent]], title: 
     events = result.events if isinstance(result, PipelineResult) else list(result)
     multi_chunk = any(e.chunk for e in events)
     trace: list[dict] = []
-    stages = sorted({e.stage for e in events})
-    for s in stages:
+    tids: dict[int, set[int]] = {}  # each stage's threads, in one pass (one pass per stage: PP 4,096 never ended)
+    for e in events:
+        tids.setdefault(e.stage, set()).add(_TID.get(e.kind, 0))
+    for s in sorted(tids):
         trace.append({"name": "process_name", "ph": "M", "pid": s, "tid": 0,
                       "args": {"name": f"stage {s}"}})
         trace.append({"name": "process_sort_index", "ph": "M", "pid": s, "tid": 0,
                       "args": {"sort_index": s}})
-        for tid in sorted({_TID.get(e.kind, 0) for e in events if e.stage == s}):
+        for tid in sorted(tids[s]):
             trace.append({"name": "thread_name", "ph": "M", "pid": s, "tid": tid,
                           "args": {"name": _TID_NAMES[tid]}})
     for e in events:
