@@ -2495,14 +2495,15 @@ _DSV3_671 = {"model": {"name": "deepseek_v3", "flavor": "671B"},
              "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": 64,
                              "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1,
                              "enable_async_tensor_parallel": False, "pipeline_parallel_degree": 8,
-                             "pipeline_parallel_schedule": "Interleaved1F1B", "expert_parallel_degree": 32,
-                             "expert_tensor_parallel_degree": 1},
+                             "pipeline_parallel_schedule": "Interleaved1F1B", "pipeline_parallel_microbatch_size": 1,
+                             "expert_parallel_degree": 32, "expert_tensor_parallel_degree": 1},
              "activation_checkpoint": {"mode": "full"},
              "compile": {"enable": True, "components": ["model", "loss"]},
              "debug": {"moe_force_load_balance": True}}
 _DSV3_671_READ = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_671b.toml at 36a4b6942 with the PR's "
                   "command_args: seq 4096, data_parallel_shard_degree 64, TP 1, EP 32, ETP 1, PP 8 Interleaved1F1B, "
-                  "local_batch_size 16, activation_checkpoint full, compile model + loss, debug.moe_force_load_balance, "
+                  "local_batch_size 16 (pipeline_parallel_microbatch_size 1, job_config.py's default), activation_checkpoint full, "
+                  "compile model + loss, debug.moe_force_load_balance, "
                   "and expert_parallel_comm_backend deepep ('After') or the standard all-to-all ('Before'); 64 nodes x 8 "
                   "H100 (512 GPUs); 56.75 / 0.7174 = 79.1 GiB total, the 80 GB H100.  'memory:' is torchtitan's max reserved "
                   "on rank 0 (the first pipeline stage).")
