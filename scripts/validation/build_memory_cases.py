@@ -2442,6 +2442,137 @@ CASES += [
              fn="deepseek_v2_lite_pretrain_8gpu_h100_bf16_config (TP1 PP1 EP8, DP 16)"), pair=None),
 ]
 
+# ---------------------------------------------------------------- round 36 (branch oom20): pytorch/torchtitan commit messages
+# Squash-merged PR descriptions in pytorch/torchtitan's history that log 'memory: X GiB(Y%)' (torchtitan's max reserved on
+# rank 0) for a stated preset and flags: #355 (40f8fd007), #822 (5940ddeb5), #1610 (f738a03bf), #1672 (c4e229115), #2107
+# (36a4b6942).  Each job table is the preset TOML at the commit's parent with the stated flags (older key names mapped
+# to the torchtitan 0.3 ones, as _PR808_JOB does).
+_L8_2025 = {"model": {"name": "llama3", "flavor": "8B"},
+            "training": {"local_batch_size": 1, "seq_len": 8192},
+            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                            "tensor_parallel_degree": 1},
+            "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+            "compile": {"enable": False},
+            "optimizer": {"name": "AdamW"}}
+_PR822_SRC = dict(ref="pytorch/torchtitan PR #822 ('Makes FSDP reshard_after_forward configurable', merged as 5940ddeb5 "
+                      "on 2025-02-06; runs logged 2025-02-05)",
+                  url="https://github.com/pytorch/torchtitan/pull/822", date="2025-02-05")
+_PR822_READ = ("Job table = train_configs/llama3_8b.toml at 5940ddeb5^ (batch_size 1, seq_len 8192, "
+               "data_parallel_shard_degree -1 over 8 GPUs, selective_ac_option 'op', compile false, AdamW) with "
+               "reshard_after_forward_policy as stated ('Ran Llama3 8B model with all options, default / never / always on a "
+               "machine with 8 H100s'; the log: 'local batch size 1, global batch size 8, sequence length 8192').  Device: "
+               "49.59 / 0.5219 = 95.0 GiB total, the 96 GB H100; 'memory:' is torchtitan's max reserved on rank 0 (steps "
+               "10-50 equal).")
+
+
+def _pr822(policy: str, gib: float, pct: str) -> dict:
+    return dict(id=f"titan_pr822_llama3_8b_h100_8gpu_reshard_{policy}", outcome="ran", framework="torchtitan",
+                hardware=_PR808_HW,
+                torchtitan_config=_titan(_L8_2025, parallelism={"fsdp_reshard_after_forward": policy}),
+                source=_PR822_SRC,
+                quote=f"'## {policy.capitalize()} ... step: 10  loss: ...  memory: {gib}GiB({pct})'",
+                read=_PR822_READ, measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                                      how=f"'memory: {gib}GiB({pct})' at step 10-50 (rank 0 max reserved)"),
+                pair=None)
+
+
+_DS16_SRC_1672 = dict(ref="pytorch/torchtitan PR #1672 ('Save _to_copy and a2a in selective AC policy', merged as "
+                          "c4e229115 on 2025-09-06; runs logged 2025-09-01)",
+                      url="https://github.com/pytorch/torchtitan/pull/1672", date="2025-09-01")
+_DS16_READ_1672 = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml at c4e229115^ (identical to "
+                   "_DS16: local_batch_size 8, seq 4096, FSDP over the 8 GPUs, per-op SAC, compile of the loss only) with "
+                   "the PR's '--parallelism.expert_parallel_degree 4'.  Device: 70.02 / 0.8848 = 79.1 GiB total, an H100 80GB; "
+                   "8 GPUs (run_train.sh's NGPU default).  Routing not forced balanced (real router on c4).  'memory:' is "
+                   "torchtitan's max reserved on rank 0 at step 10.")
+_DS16_SRC_1610 = dict(ref="pytorch/torchtitan PR #1610 ('Switch DeepSeekV3 to Use FlexAttention by Default', merged as "
+                          "f738a03bf on 2025-08-22; runs logged 2025-08-20)",
+                      url="https://github.com/pytorch/torchtitan/pull/1610", date="2025-08-20")
+_DSV3_671_SRC = dict(ref="pytorch/torchtitan PR #2107 ('Integrate DeepEP to torchtitan', merged as 36a4b6942 on 2025-12-17)",
+                     url="https://github.com/pytorch/torchtitan/pull/2107", date="2025-12-17")
+_DSV3_671 = {"model": {"name": "deepseek_v3", "flavor": "671B"},
+             "optimizer": {"name": "AdamW", "lr": 2.2e-4, "eps": 1e-8},
+             "training": {"local_batch_size": 16, "seq_len": 4096, "max_norm": 1.0, "steps": 120, "dataset": "c4"},
+             "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": 64,
+                             "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1,
+                             "enable_async_tensor_parallel": False, "pipeline_parallel_degree": 8,
+                             "pipeline_parallel_schedule": "Interleaved1F1B", "pipeline_parallel_microbatch_size": 1,
+                             "expert_parallel_degree": 32, "expert_tensor_parallel_degree": 1},
+             "activation_checkpoint": {"mode": "full"},
+             "compile": {"enable": True, "components": ["model", "loss"]},
+             "debug": {"moe_force_load_balance": True}}
+_DSV3_671_READ = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_671b.toml at 36a4b6942 with the PR's "
+                  "command_args: seq 4096, data_parallel_shard_degree 64, TP 1, EP 32, ETP 1, PP 8 Interleaved1F1B, "
+                  "local_batch_size 16 (pipeline_parallel_microbatch_size 1, job_config.py's default), activation_checkpoint full, "
+                  "compile model + loss, debug.moe_force_load_balance, "
+                  "and expert_parallel_comm_backend deepep ('After') or the standard all-to-all ('Before'); 64 nodes x 8 "
+                  "H100 (512 GPUs); 56.75 / 0.7174 = 79.1 GiB total, the 80 GB H100.  'memory:' is torchtitan's max reserved "
+                  "on rank 0 (the first pipeline stage).")
+
+CASES += [
+    dict(id="titan_pr355_llama3_8b_a100_8gpu_bf16", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="A100 80GB (logged total 79.15 GiB)", plan_gpu="a100-sxm-80gb", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_L8_2025,
+         source=dict(ref="pytorch/torchtitan PR #355 ('[torchtitan][optim] Add fused as an option in train config', merged "
+                         "as 40f8fd007 on 2024-06-06; runs logged 2024-06-05)",
+                     url="https://github.com/pytorch/torchtitan/pull/355", date="2024-06-05"),
+         quote=("'Run performance evaluation on 8 A100 DevGPU: 1000 steps on 1D DP default llama_8b.toml ... Fused = False ... "
+                "step: 1000  loss:  4.5351  memory: 59.48GiB(75.15%)'; 'Fused = True ... memory: 59.48GiB(75.15%)'"),
+         read=("Job table = train_configs/llama3_8b.toml at 40f8fd007^ (batch_size 1, seq_len 8192, data_parallel_degree -1 "
+               "over 8 GPUs, selective_ac_option 'op', compile false, AdamW; fused or foreach gives the same peak).  "
+               "59.48 / 0.7515 = 79.15 GiB total: an A100 80GB.  torchtitan of that date: FSDP2 with bf16 parameters and "
+               "fp32 reduction, the loss in eager.  'memory:' is its max reserved on rank 0 (steps 910-1000)."),
+         measured_peak=dict(gib=59.48, basis="reserved", rank="first",
+                            how="'memory: 59.48GiB(75.15%)' at steps 910-1000 (rank 0 max reserved)"), pair=None),
+    _pr822("default", 49.59, "52.19%"),
+    _pr822("always", 49.41, "52.01%"),
+    _pr822("never", 62.18, "65.45%"),
+    dict(id="titan_pr1672_dsv3_16b_h100_8gpu_ep4_sac_before", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}), source=_DS16_SRC_1672,
+         quote=("'CONFIG_FILE=./torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml ./run_train.sh "
+                "--parallelism.expert_parallel_degree 4 ... Before (not saving a2a and to_copy) ... step: 10 ... memory: "
+                "70.02GiB(88.48%)'"),
+         read=_DS16_READ_1672 + ("  'Before': the per-op SAC save list of c4e229115^ (mm, SDPA kernels, reduce_scatter, "
+                                 "max without _to_copy / all_to_all_single)."),
+         measured_peak=dict(gib=70.02, basis="reserved", rank="first",
+                            how="'memory: 70.02GiB(88.48%)' at step 10 (rank 0 max reserved)"), pair=None),
+    dict(id="titan_pr1672_dsv3_16b_h100_8gpu_ep4_sac_after", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}), source=_DS16_SRC_1672,
+         quote="'After (saving a2a and to_copy) ... step: 10 ... memory: 74.53GiB(94.17%)'",
+         read=_DS16_READ_1672 + ("  'After': the save list as committed (adds aten._to_copy and "
+                                 "_c10d_functional.all_to_all_single), torchtitan's policy from then on."),
+         measured_peak=dict(gib=74.53, basis="reserved", rank="first",
+                            how="'memory: 74.53GiB(94.17%)' at step 10 (rank 0 max reserved)"), pair=None),
+    dict(id="titan_pr1610_dsv3_16b_h100_96gb_8gpu_ep8_lbs8", outcome="ran", framework="torchtitan",
+         hardware=_PR808_HW, torchtitan_config=_DS16, source=_DS16_SRC_1610,
+         quote=("'CONFIG_FILE=\"./torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml\" ./run_train.sh "
+                "--training.steps=100 --parallelism.expert_parallel_degree=8 ... CUDA capacity: NVIDIA H100 with 95.00GiB "
+                "memory ... local batch size 8, global batch size 64 ... sequence length 4096 ... FlexAttention (now) ... "
+                "step: 10 ... memory: 78.14GiB(82.25%)'"),
+         read=("Job table = deepseek_v3_16b.toml at f738a03bf (identical to _DS16: local_batch_size 8, seq 4096, FSDP over 8 "
+               "GPUs, EP 8, per-op SAC, compile of the loss only) on 8 x H100 96GB ('95.00GiB').  Both logged runs -- SDPA "
+               "(the efficient-attention kernel, before) and FlexAttention (the flavor's default from this commit) -- show "
+               "78.14 GiB from step 10 on; entered once, as the committed flavor.  The same table OOMs on the 80 GB H100 "
+               "(case titan_dsv3_16b_h100_8gpu_lbs8_ep8).  Routing not forced balanced."),
+         measured_peak=dict(gib=78.14, basis="reserved", rank="first",
+                            how="'memory: 78.14GiB(82.25%)' at steps 10-100 (rank 0 max reserved)"), pair=None),
+    dict(id="titan_pr2107_dsv3_671b_h100_512gpu_pp8_ep32_deepep", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=512, gpus_per_node=8),
+         torchtitan_config=_titan(_DSV3_671, parallelism={"expert_parallel_comm_backend": "deepep"}),
+         source=_DSV3_671_SRC,
+         quote="'Perf: DeepSeek-V3 671B on 64 nodes x H100 (512 GPUs total) ... After: memory: 56.75GiB(71.74%)  tps: 579'",
+         read=_DSV3_671_READ, measured_peak=dict(gib=56.75, basis="reserved", rank="first",
+                                                 how="'memory: 56.75GiB(71.74%)' (rank 0 max reserved)"), pair=None),
+    dict(id="titan_pr2107_dsv3_671b_h100_512gpu_pp8_ep32_standard", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=512, gpus_per_node=8),
+         torchtitan_config=_DSV3_671, source=_DSV3_671_SRC,
+         quote="'Before: memory: 60.18GiB(76.07%)  tps: 346'",
+         read=_DSV3_671_READ, measured_peak=dict(gib=60.18, basis="reserved", rank="first",
+                                                 how="'memory: 60.18GiB(76.07%)' (rank 0 max reserved)"), pair=None),
+]
+
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
