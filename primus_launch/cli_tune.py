@@ -221,6 +221,8 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
         from primus_launch.launch.tuned_command import with_tuned_recipe
 
         tuned_cmd = with_tuned_recipe(command, plan.source.path, written)
+        if a.launch or a.emit:
+            _check_launch_env(best, command, plan.source.path, written)
     files = {str(p): file_size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
              if p is not None and Path(p).is_file()}
     if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
@@ -255,6 +257,19 @@ def _check_tunable(a: argparse.Namespace, plan: Plan, command: list[str]) -> boo
 
         check_config_script_tunable(a.tune, a.out)
     return config_script
+
+
+def _check_launch_env(best: Plan, command: list[str], recipe: str, written: Path) -> None:
+    """Refuse to launch (or emit) the tuned recipe with a command whose launch script sets a variable the tuned
+    plan's Megatron start-up asserts against (``launch/tuned_command.py`` ``launch_env_problem``: the tune moved
+    to Megatron-FSDP while the sbatch script exports CUDA_DEVICE_MAX_CONNECTIONS=1; user19: the job died at
+    start-up); the tuned recipe stays written."""
+    from primus_launch.launch.tuned_command import launch_env_problem
+
+    problem = launch_env_problem(best, command, recipe)
+    if problem is not None:
+        raise UserError(f"-- {shlex.join(command)}: {problem}: Megatron would stop at start-up, not launched "
+                        f"(the tuned recipe is written to {written}; set the variable as the plan needs and run it)")
 
 
 def _check_launch_command(a: argparse.Namespace, plan: Plan, command: list[str]) -> None:

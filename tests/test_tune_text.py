@@ -5,6 +5,7 @@ their short "#1 with ..." differences."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -181,7 +182,40 @@ def test_mfu_names_its_peak_where_the_tune_changes_the_precision(tmp_path, capsy
         r = log[key]
         peak = get_gpu(r["plan"]["cluster"]["gpu"]).peak_flops(precs[key])
         assert r["mfu"] * peak / 1e12 == pytest.approx(r["model_tflops_per_gpu"], rel=1e-9)
-        assert f"{word} " in text and f"MFU {100 * r['mfu']:.1f} % of {PEAK_NAMES[precs[key]]} peak" in text
+        assert f"{word} " in text and re.search(
+            rf"MFU {100 * r['mfu']:.1f} % \([0-9.]+ \.\. [0-9.]+ %\) of {PEAK_NAMES[precs[key]]} peak", text)
+
+
+def test_tune_mfu_range_is_the_projection_answers(tmp_path, capsys):
+    """user19: the tune's ``original:`` / ``best:`` lines printed MFU bare ("MFU 49.2 %") while the project answer
+    of the same recipe gives its expected range ("49.2 % (44.2 .. 47.4 %) of the BF16 dense peak").  The tune's
+    original line now carries the range the project answer prints for the same recipe (truth: ``--project``'s
+    own text and ``--json`` ``band.mfu``), and the tune's ``--json`` baseline / best carry the projection's
+    ``band.mfu`` / ``band.model_tflops_per_gpu``."""
+    import json
+    import shutil
+
+    from primus_launch.cli import main
+
+    recipe = tmp_path / "llama3.1_8b.yaml"
+    shutil.copy(Path(__file__).resolve().parents[1] / "recipes/megatron/llama3.1_8b.yaml", recipe)
+    assert main(["--project", str(recipe), "--dry-run"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("MFU"))
+    want = re.search(r"MFU\s+([0-9.]+ %) (\([0-9.]+ \.\. [0-9.]+ %\))", row)
+    assert want, row
+    assert main(["--project", str(recipe), "--dry-run", "--json"]) == 0
+    proj = json.loads(capsys.readouterr().out)
+    assert main(["--tune", str(recipe), "--dry-run", "--max-work", "2000", "--out", str(tmp_path / "t.yaml")]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"original: " in text and f"MFU {want.group(1)} {want.group(2)}," in text, (row, text)
+    assert re.search(r"best: .*MFU [0-9.]+ % \([0-9.]+ \.\. [0-9.]+ %\),", text), text
+    assert main(["--tune", str(recipe), "--dry-run", "--max-work", "2000", "--json", "--out",
+                 str(tmp_path / "t2.yaml")]) == 0
+    log = json.loads(capsys.readouterr().out)
+    for key in ("mfu", "model_tflops_per_gpu", "iteration_time_s"):
+        assert log["baseline"]["band"][key] == pytest.approx(proj["band"][key], rel=1e-12), key
+    b = log["best"]
+    assert b["band"]["mfu"] == pytest.approx([b["mfu"] / (1 + b["band"]["high"]), b["mfu"] / (1 + b["band"]["low"])])
 
 
 def test_tune_says_what_the_reader_assumed(tmp_path, capsys):

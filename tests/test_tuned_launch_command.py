@@ -61,3 +61,55 @@ def test_refused_before_the_search(tmp_path, capsys, extra, says):
     err = capsys.readouterr().err
     assert rc == 2 and says in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [recipe.name]  # nothing written: refused before the search
+
+
+SCRIPT = """#!/bin/bash
+#SBATCH --nodes=1
+#SBATCH --gpus-per-node=8
+export CUDA_DEVICE_MAX_CONNECTIONS={cmc}
+CFG=$1
+srun torchrun --nproc-per-node 8 pretrain_gpt.py --yaml-cfg "$CFG"
+"""
+
+
+def test_launch_script_and_its_environment(tmp_path, monkeypatch):
+    from primus_launch.launch.tuned_command import launch_env, launch_script
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text("x: 1\n")
+    (tmp_path / "train.sh").write_text(SCRIPT.format(cmc=1))
+    cmd = ["NCCL_DEBUG=WARN", "sbatch", "--nodes", "1", "train.sh", "r.yaml"]
+    assert launch_script(cmd, "r.yaml") == ("train.sh", ["r.yaml"], {"NCCL_DEBUG": "WARN"})
+    assert launch_env(cmd, "r.yaml") == ("train.sh", {"NCCL_DEBUG": "WARN", "CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    assert launch_env(["torchrun", "pretrain_gpt.py", "--yaml-cfg", "r.yaml"], "r.yaml") == ("the command", {})
+
+
+@pytest.mark.parametrize("cmc", ["1", "8"])
+def test_tuned_plan_against_the_launch_scripts_environment(tmp_path, capsys, monkeypatch, cmc):
+    """user19: ``--tune R.yaml --emit/--launch -- sbatch train.sh R.yaml`` with a script exporting
+    CUDA_DEVICE_MAX_CONNECTIONS=1 (the original's tp 2 on H100 needs it) emitted the launch of a tuned plan on
+    Megatron-FSDP, which Megatron's validate_args stops at start-up.  The tuned plan (read back from the written
+    file) is checked against the script's exports (truth: ``megatron_env_problems``, Megatron-LM's asserts) and
+    the launch refused in one line naming the variable, its value and what the plan needs; the tuned recipe stays
+    written.  Megatron-Bridge's ``env_vars`` could not override the export (``os.environ.setdefault``)."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.plan.legality import megatron_env_problems
+    from primus_launch.projection.hardware.gpus import gpu_arch
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.sh").write_text(SCRIPT.format(cmc=cmc))
+    rc, recipe = _tune(tmp_path, "--emit", "torchrun", "--", "sbatch", "train.sh", RECIPE.name)
+    out, err = capsys.readouterr()
+    tuned = recipe.with_name(recipe.stem + ".tuned.yaml")
+    assert tuned.is_file()
+    best = load_recipe(tuned)
+    probs = megatron_env_problems(best, {"CUDA_DEVICE_MAX_CONNECTIONS": cmc}, gpu_arch(best.cluster.gpu))
+    if cmc == "1":
+        assert probs, "the scenario: the tune leaves tp x FSDP where CUDA_DEVICE_MAX_CONNECTIONS=1 stops Megatron"
+    if probs:
+        (_, value, allowed), = probs
+        line = err.strip().splitlines()[-1]
+        assert rc == 2 and f"train.sh sets CUDA_DEVICE_MAX_CONNECTIONS={value}" in line and allowed in line, err
+        assert "not launched" in line and str(tuned.name) in line
+    else:
+        assert rc == 0 and out.strip().splitlines()[-1].endswith(f"train.sh {tuned.name}"), out

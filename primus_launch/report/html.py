@@ -82,7 +82,7 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     """The tune page: search pictures, top-N with diffs against the user's recipe, then the best
     configuration's projection (timeline, time and memory)."""
     from primus_launch.report.charts import incumbent_svg, scatter_svg
-    from primus_launch.report.tune_text import gain_text, value_text  # as the text answer words them
+    from primus_launch.report.tune_text import gain_text, shown_changes, value_text  # as the text answer words them
 
     b = res.best
     title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"
@@ -111,7 +111,9 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     sections += ["<div class=\"figure\">" + scatter_svg(res) + "</div>",
                  "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
     # values as the text answer writes them ("modules=('layernorm',)" was Python's tuple)
-    rows = [(i + 1, ", ".join(f"{k}={value_text(v)}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
+    orig = res.baseline.plan   # each row's changes as the text answer lists them (no field without effect)
+    rows = [(i + 1, ", ".join(f"{k}={value_text(v)}" for k, v in sorted(shown_changes(t.changes, orig).items()))
+             or "(user's recipe)",
              f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
              f"{(t.peak_memory_bytes or 0) / GiB:.1f}"
              # a tight plan over the usable capacity: listed, not the answer (tuner/memory_rule.py)

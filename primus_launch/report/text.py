@@ -117,15 +117,22 @@ def small_figure(v: float) -> str:
 PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32": "TF32"}
 
 
+def mfu_range_text(r: ProjectionResult) -> str:
+    """`` (44.2 .. 47.4 %)``: a dry-run's expected range of MFU, the iteration time's error band inverted as for
+    tokens/s (MFU is a rate: ``ErrorBand.tokens_range``); empty without a band or for a zero MFU.  The project
+    answer's MFU row and the tuner's ``original:`` / ``best:`` lines both print it (user19: the tuner's were bare)."""
+    if r.band is None or r.mfu <= 0:
+        return ""
+    lo, hi = r.band.tokens_range(100 * r.mfu)
+    return f" ({small_figure(lo)} .. {small_figure(hi)} %)"
+
+
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
     it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``; a dry-run gives its expected range after the figure,
     the error band inverted as for tokens/s (``34.0 % (30.7 .. 37.7 %) of ...``)."""
-    out = f"{small_figure(100 * r.mfu)} %"
-    if r.band is not None and r.mfu > 0:  # a rate like tokens/s: the same band inverted (user18: shown bare)
-        lo, hi = r.band.tokens_range(100 * r.mfu)
-        out += f" ({small_figure(lo)} .. {small_figure(hi)} %)"
+    out = f"{small_figure(100 * r.mfu)} %" + mfu_range_text(r)
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
         out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"

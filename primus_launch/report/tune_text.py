@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from primus_launch.plan import Plan
+from primus_launch.plan.inert import inert_fields
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import plan_changes
@@ -168,15 +169,28 @@ def _effective_etp(changes: dict, original: Plan) -> Optional[int]:
     return etp if etp is not None else changes.get("parallel.tp", original.parallel.tp)
 
 
+def _changed_degrees(original: Plan, changes: dict) -> Plan:
+    """``original`` at the changed TP and pipeline degrees: what :func:`inert_fields` reads of the changed plan (its
+    model is the original's: the tuner changes no architecture)."""
+    new = {k: changes[f"parallel.{k}"] for k in ("tp", "pp") if f"parallel.{k}" in changes}
+    if not new:
+        return original
+    return original.model_copy(update={"parallel": original.parallel.model_copy(update=new)})
+
+
 def shown_changes(changes: dict, original: Plan | None = None) -> dict:
     """``changes`` (dotted plan fields -> new values) less the recompute fields the plan's recompute
     granularity does not read (:data:`_RECOMPUTE_UNREAD`; the granularity is the changed one, else
-    ``original``'s), with ``parallel.etp`` resolved (None: the TP degree): left out where the expert TP
-    degree the plan runs is the original's ("etp=None" beside "tp=1" when the original ran tp=2, etp=1)."""
+    ``original``'s) and the fields without effect on the changed plan (``plan/inert.py``: expert fields on a
+    dense model, the pipeline's at pp 1, sequence parallelism at tp 1; user19: ``parallel.etp=8`` was listed on a
+    dense Llama), with ``parallel.etp`` resolved (None: the TP degree): left out where the expert TP degree
+    the plan runs is the original's ("etp=None" beside "tp=1" when the original ran tp=2, etp=1)."""
     gran = changes.get("training.recompute.granularity")
     if gran is None and original is not None:
         gran = original.training.recompute.granularity
     unread = {f"training.recompute.{f}" for f in _RECOMPUTE_UNREAD.get(gran, ())}
+    if original is not None:  # fields without effect on the changed plan: no change of the run (plan/inert.py)
+        unread |= inert_fields(_changed_degrees(original, changes))
     out = {k: v for k, v in changes.items() if k not in unread}
     if original is not None and "parallel.etp" in out:
         new = _effective_etp(changes, original)
@@ -360,12 +374,13 @@ def render_tune_text(res: TuneResult) -> str:
     """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns (MFU as the
     project answer prints it: a tiny model's 0.0085 % read "0.0 %"; where the best plan changes the precision,
     each MFU names the peak it is taken against: an FP8 plan 64 % faster read "MFU 42.9 %" -> "MFU 35.2 %")."""
-    from primus_launch.report.text import PEAK_NAMES, small_figure
+    from primus_launch.report.text import PEAK_NAMES, mfu_range_text, small_figure
 
     b, o = res.best, res.baseline
 
     def mfu(r: ProjectionResult) -> str:
-        out = f"MFU {small_figure(100 * r.mfu)} %"
+        # with the dry-run's expected range, as the project answer's MFU row gives it (user19: printed bare)
+        out = f"MFU {small_figure(100 * r.mfu)} %{mfu_range_text(r)}"
         prec = r.plan.training.precision
         if prec != (o.plan.training.precision if r is b else b.plan.training.precision):
             out += f" of {PEAK_NAMES.get(prec, prec.upper())} peak"

@@ -173,9 +173,13 @@ class TuneResult(BaseModel):
         return self.scored / self.legal_candidates if self.legal_candidates else 0.0
 
     def to_json_dict(self) -> dict:
-        """The result as JSON-ready data (``--json``): every field, with :attr:`scored_fraction`."""
+        """The result as JSON-ready data (``--json``): every field, with :attr:`scored_fraction`; ``baseline`` and
+        ``best`` as the projection's own ``--json`` gives them (``ProjectionResult.to_json_dict``: ``band`` with the
+        expected ranges of the iteration time, tokens/s, model TFLOP/s and MFU; user19: the tune's had the band's
+        fractions alone)."""
         d = self.model_dump(mode="json")
         d["scored_fraction"] = self.scored_fraction
+        d["baseline"], d["best"] = self.baseline.to_json_dict(), self.best.to_json_dict()
         return d
 
     def to_log_dict(self, original: Optional[Plan] = None) -> dict:
@@ -184,6 +188,7 @@ class TuneResult(BaseModel):
         search of 50,000 candidates writes a few MB, not 50."""
         d = self.model_dump(mode="json", exclude={"trials"})
         d["scored_fraction"] = self.scored_fraction
+        d["baseline"], d["best"] = self.baseline.to_json_dict(), self.best.to_json_dict()   # the bands' ranges too
         d["log_format"] = LOG_FORMAT
         if original is not None:
             d["original_plan"] = original.model_dump(mode="json")

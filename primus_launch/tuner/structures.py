@@ -90,8 +90,10 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "FlagOption
                     continue
                 eps.append((ep, etp))
         eps = list(dict.fromkeys(eps))
-    else:
-        eps = [(1, None)] if own.ep == 1 else []
+    else:  # dense: expert TP reads nothing (plan/inert.py); the recipe's own kept where Megatron's expert groups
+        # still divide the world (parallel_state: etp x ep x pp | world), so the tuned recipe does not rewrite it
+        keep = own.etp if own.etp is not None and W % (own.etp * pp) == 0 else None
+        eps = [(1, keep)] if own.ep == 1 else []
     # sequence parallel
     if tp == 1:
         sps = [False]
