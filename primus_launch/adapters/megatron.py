@@ -582,8 +582,18 @@ def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tupl
 
 
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
+    # one render's readings by text (the original, each pass's, the result read back): a text is parsed once, as
+    # nothing here changes a parsed recipe after its reading (the edits are computed from it, applied to the text)
+    parsed: dict[str, tuple[Any, Cluster]] = {}
+
+    def read(t: str) -> tuple[Any, Cluster]:
+        hit = parsed.get(t)
+        if hit is None:
+            hit = parsed[t] = _parse_for_render(t, path, argv_mode, plan)
+        return hit
+
     def edits_of(out: str) -> list[ms.Edit]:
-        rec, written = _parse_for_render(out, path, argv_mode, plan)
+        rec, written = read(out)
         current = plan_from_args(_recipe_args(rec, Path(path)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
             # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
@@ -596,9 +606,9 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
 
     out = ms.edit_to_fixpoint(text, path, edits_of)
     if out != text and not argv_mode:
-        out = _with_launch_env(plan, text, out, path)
+        out = _with_launch_env(plan, text, out, path, read=lambda t: read(t)[0])
     # verify: the rendering reads back as the requested plan
-    rec, written = _parse_for_render(out, path, argv_mode, plan)
+    rec, written = read(out)
     back = plan_from_args(_recipe_args(rec, Path(path)), plan.cluster)  # validated: Megatron would accept the result
     diffs = _plan_diffs(plan, back)
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None

@@ -131,19 +131,118 @@ class FlagOptions:
             moms = list(dict.fromkeys(moms + [("fp32", "fp32"), ("bf16", "bf16")]))
         compiles = [own.compile] + ([not own.compile] if "compile" in can else [])
         precs = self._precisions(shard, gran, mods)
+        # the nested loops keep the order of the flag tuples; each loop level skips the values that a rule reading only
+        # the knobs bound so far rejects (the _cut_* checks: together, every rule of Megatron-LM / TorchTitan / the GPU)
         for ogr, opg, tpco in overlaps:
             for cg in graphs:
+                if self._cut_graph(cg, ep, gran, mods):
+                    continue
                 for disp in disps:
+                    if self._cut_dispatcher(disp, eg):
+                        continue
                     for ovl in ovls:
+                        if self._cut_ep_overlap(ovl, cg, disp, ep, pp, vpp, gran):
+                            continue
                         for comp in compiles:
+                            if fw == "torchtitan" and tpco and tp > 1 and not comp:   # async TP needs compile
+                                continue
                             for off in offl:
+                                if self._cut_offload(off, cg, pp, gran):
+                                    continue
                                 for oo in opt_offs:
+                                    if self._cut_optimizer_offload(oo, shard):
+                                        continue
+                                    head = (ogr, opg, tpco, cg[0], cg[1], disp, ovl[0], ovl[1], comp, off[0], off[1],
+                                            oo)
+                                    ok_moms = [mom for mom in moms if not self._cut_moments(mom, oo, shard)]
                                     for prec in precs:
-                                        for mom in moms:
-                                            f = (ogr, opg, tpco, cg[0], cg[1], disp, ovl[0], ovl[1], comp,
-                                                 off[0], off[1], oo, prec[0], prec[1], prec[2], mom)
-                                            if self._ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
-                                                yield f
+                                        if self._cut_precision(prec, ovl[0], cg, disp, oo, shard, gran, mods):
+                                            continue
+                                        for mom in ok_moms:
+                                            yield head + prec + (mom,)
+
+    # The rules for the flags (given the structural facts), split by the innermost knob each reads: Megatron-LM's
+    # (``rules.knob_problems``: MoE dispatchers and EP overlap, TE-only knobs, recompute modules x precision, CUDA
+    # graphs' scopes, offloading, the optimizer's offload and precision-aware state, FP8 parameter gather),
+    # TorchTitan's (``rules.torchtitan_problems``), then the GPU's (``rules.gpu_problems``).  A flag tuple is legal
+    # where no _cut_* rejects its prefixes.
+    def _cut_graph(self, cg: tuple[str, tuple[str, ...]], ep: int, gran: str, mods: tuple[str, ...]) -> bool:
+        """CUDA-graph clauses that read only the graph, the structure and the model."""
+        impl, scope = cg
+        if impl == "none":
+            return False
+        if not self.nvidia:
+            return True
+        if self.fw != "megatron":
+            return False
+        m, sc = self.plan.model, set(scope)
+        whole = not sc or "full_iteration" in sc
+        if "full_iteration" in sc or (impl == "local" and ep > 1) or "moe" in sc:
+            return True
+        if ("moe_preprocess" in sc and "moe_router" not in sc) or (sc & {"moe_router", "moe_preprocess"}
+                                                                   and not m.is_moe):
+            return True
+        if ("mlp" in sc and self.all_moe) or (not sc and m.is_moe) or gran == "full":
+            return True
+        if gran == "selective":
+            msel = set(mods)
+            if impl == "transformer_engine" and "moe" in msel and "moe_router" in sc:
+                return True
+            if m.attention_dropout and "core_attn" in msel and (whole or "attn" in sc):
+                return True
+            if m.hidden_dropout and (("mlp" in msel and (whole or "mlp" in sc))
+                                     or ("moe" in msel and (whole or "moe" in sc))):
+                return True
+        return False
+
+    def _cut_dispatcher(self, disp: str, eg: int) -> bool:
+        """DeepEP / HybridEP: NVIDIA only; Megatron: an expert group of more than one GPU."""
+        if disp not in ("deepep", "hybridep"):
+            return False
+        return not self.nvidia or (self.fw == "megatron" and self.plan.model.is_moe and eg <= 1)
+
+    def _cut_ep_overlap(self, ovl: tuple[bool, bool], cg: tuple[str, tuple[str, ...]], disp: str, ep: int, pp: int,
+                        vpp: int, gran: str) -> bool:
+        """Megatron's EP overlap / delayed wgrad clauses that read no precision."""
+        if self.fw != "megatron":
+            return False
+        on, dwg = ovl
+        if dwg and (self.local or not on):
+            return True
+        if not on:
+            return False
+        m, t = self.plan.model, self.plan.training
+        if not m.is_moe or ep <= 1 or disp == "allgather" or gran == "full":
+            return True
+        if t.moe_shared_expert_overlap or m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and pp == 1):
+            return True
+        if pp > 1 and vpp == 1:
+            return True
+        return cg[0] == "local" or (cg[0] == "transformer_engine" and bool({"moe", "mlp"} & set(cg[1])))
+
+    def _cut_offload(self, off: tuple[int, tuple[str, ...]], cg: tuple[str, tuple[str, ...]], pp: int,
+                     gran: str) -> bool:
+        """Offloading clauses: fine-grained offloading NVIDIA / TE only; Megatron's layer offloading rules."""
+        off_l, off_m = off
+        if off_m and not self.nvidia:
+            return True
+        if self.fw != "megatron":
+            return False
+        if self.local and off_m:
+            return True
+        if off_l and (cg[0] != "none" or off_l >= self.plan.model.num_layers or pp > 1 or gran != "none" or off_m):
+            return True
+        return "attn_proj" in off_m and "core_attn" not in off_m
+
+    def _cut_optimizer_offload(self, oo: float, shard: str) -> bool:
+        """Megatron: the optimizer's offload makes the state precision-aware (Adam, distributed optimizer only) and
+        excludes the chunked optimizer-state offload."""
+        if self.fw != "megatron":
+            return False
+        t = self.plan.training
+        if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
+            return True
+        return oo > 0 and (t.optimizer != "adam" or shard == "none")
 
     def _titan_graphs_under_ep(self) -> bool:
         """Whether the recipe's TorchTitan 0.3 EP dispatcher captures CUDA graphs under EP > 1.  torchtitan 0.3.0
@@ -154,100 +253,32 @@ class FlagOptions:
         own, plan = self.own, self.plan
         return own.dispatcher in ("alltoall", "hybridep") and plan.parallel.ep > 1 and own.cuda_graph_impl != "none"
 
-    def _ok(self, f: tuple, tp: int, sp: bool, ep: int, pp: int, vpp: int, shard: str, gran: str,
-            mods: tuple[str, ...], eg: int) -> bool:
-        """The rules of :mod:`rules` for the flags (given the structural facts): Megatron-LM's
-        (:meth:`_megatron_ok`) or TorchTitan's, then the GPU's; the user's own combination passes as it is
-        only where it is the recipe's own structure."""
-        (ogr, opg, tpco, cg_impl, cg_scope, disp, ovl, dwg, comp, off_l, off_m, oo, prec, rec, pg, mom) = f
-        if self.fw == "megatron":
-            if not self._megatron_ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
-                return False
-        else:  # torchtitan
-            if tpco and tp > 1 and not comp:
-                return False
-            if pg and (prec != "fp8" or shard != "full" or rec not in (None, "tensorwise")):
-                return False
-        # GPU
-        if not self.nvidia and (cg_impl != "none" or disp in ("deepep", "hybridep") or off_m):
+    def _cut_moments(self, mom: tuple[str, str], oo: float, shard: str) -> bool:
+        """Megatron: precision-aware optimizer state (its own flag, non-FP32 moments or the optimizer's offload) needs
+        Adam and the distributed optimizer; the optimizer's offload needs it."""
+        if self.fw != "megatron":
             return False
-        if prec == "fp8" and rec not in self.recipes + ((None, "delayed") if self.fw == "megatron" else ()):
-            return False
-        return True
-
-    def _megatron_ok(self, f: tuple, tp: int, sp: bool, ep: int, pp: int, vpp: int, shard: str, gran: str,
-                     mods: tuple[str, ...], eg: int) -> bool:
-        """Megatron-LM's rules for the flags (``rules.knob_problems``): the MoE dispatchers and EP overlap,
-        TE-only knobs, recompute modules x precision, CUDA graphs' scopes, offloading, the optimizer's offload and
-        precision-aware state, FP8 parameter gather."""
-        (ogr, opg, tpco, cg_impl, cg_scope, disp, ovl, dwg, comp, off_l, off_m, oo, prec, rec, pg, mom) = f
-        m, t = self.plan.model, self.plan.training
-        sel = gran == "selective"
-        msel = set(mods) if sel else set()
+        t = self.plan.training
         pao = t.precision_aware_optimizer or mom != ("fp32", "fp32") or oo > 0
-        if disp in ("deepep", "hybridep") and m.is_moe and eg <= 1:
-            return False
-        if self.local and (dwg or off_m):   # TE layers only (rules.knob_problems)
-            return False
-        # recompute modules x precision
-        if prec == "fp8" and rec in (None, "delayed") and msel & {"moe_act", "layernorm"}:
-            return False
-        # EP overlap
-        if ovl:
-            if not m.is_moe or ep <= 1 or disp == "allgather" or gran == "full" or prec == "fp32":
-                return False
-            if t.moe_shared_expert_overlap or m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and pp == 1):
-                return False
-            if pp > 1 and vpp == 1:
-                return False
-            if cg_impl == "local" or (cg_impl == "transformer_engine" and {"moe", "mlp"} & set(cg_scope)):
-                return False
-        if dwg and not ovl:
-            return False
-        # CUDA graphs
-        if cg_impl != "none":
-            sc = set(cg_scope)
-            whole = not sc or "full_iteration" in sc
-            if "full_iteration" in sc or (cg_impl == "local" and ep > 1) or "moe" in sc:
-                return False
-            if "moe_preprocess" in sc and "moe_router" not in sc:
-                return False
-            if "moe_preprocess" in sc and disp == "alltoall" and m.is_moe and t.moe_router_padding_for_quantization \
-                    and prec in ("fp8", "fp4"):  # apply_knobs keeps the padding only there
-                return False
-            if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
-                return False
-            if "mlp" in sc and self.all_moe:
-                return False
-            if not sc and m.is_moe:
-                return False
-            if gran == "full" or off_l:
-                return False
-            if sel:
-                if cg_impl == "transformer_engine" and "moe" in msel and "moe_router" in sc:
-                    return False
-                if m.attention_dropout and "core_attn" in msel and (whole or "attn" in sc):
-                    return False
-                if m.hidden_dropout and (("mlp" in msel and (whole or "mlp" in sc))
-                                         or ("moe" in msel and (whole or "moe" in sc))):
-                    return False
-        # offloading
-        if off_l:
-            if off_l >= m.num_layers or pp > 1 or gran != "none" or off_m:
-                return False
-        if "attn_proj" in off_m and "core_attn" not in off_m:
-            return False
-        if oo > 0:
-            if not pao:
-                return False
-            if pg and prec == "fp8" and rec not in (None, "delayed"):
-                return False
-        if pao and (t.optimizer != "adam" or shard == "none"):
-            return False
-        # chunked optimizer-state offload (Megatron-LM dev; rules.knob_problems): the distributed
-        # optimizer, no --optimizer-cpu-offload
-        if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
-            return False
-        if pg and prec == "fp8" and shard == "none":
-            return False
-        return True
+        return (oo > 0 and not pao) or (pao and (t.optimizer != "adam" or shard == "none"))
+
+    def _cut_precision(self, prec: tuple[str, Optional[str], bool], ep_overlap: bool,
+                       cg: tuple[str, tuple[str, ...]], disp: str, oo: float, shard: str, gran: str,
+                       mods: tuple[str, ...]) -> bool:
+        """Precision, FP8 recipe and FP8 parameter gather against the GPU's recipes and the knobs bound outside."""
+        p, rec, pg = prec
+        if p == "fp8" and rec not in self.recipes + ((None, "delayed") if self.fw == "megatron" else ()):
+            return True
+        if self.fw != "megatron":  # torchtitan: FP8 all-gather of FSDP2 shards, tensorwise scaling only
+            return pg and (p != "fp8" or shard != "full" or rec not in (None, "tensorwise"))
+        if gran == "selective" and p == "fp8" and rec in (None, "delayed") and set(mods) & {"moe_act", "layernorm"}:
+            return True
+        if ep_overlap and p == "fp32":
+            return True
+        m, t = self.plan.model, self.plan.training
+        if cg[0] != "none" and "moe_preprocess" in cg[1] and disp == "alltoall" and m.is_moe \
+                and t.moe_router_padding_for_quantization and p in ("fp8", "fp4"):  # apply_knobs keeps the padding
+            return True
+        if oo > 0 and pg and p == "fp8" and rec not in (None, "delayed"):
+            return True
+        return pg and p == "fp8" and shard == "none"

@@ -325,6 +325,12 @@ def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
             mcore_opts(plan))
 
 
+def moe_layer_kinds(m: ModelArch) -> tuple[bool, ...]:
+    """Per decoder layer (0-based), whether it has routed experts (:meth:`ModelArch.is_moe_layer`: Megatron
+    ``moe_layer_freq``, a hybrid stack's ``E`` layers), computed once for a model's many layer visits."""
+    return tuple(m.is_moe_layer(i) for i in range(m.num_layers))
+
+
 @lru_cache(maxsize=65536)
 def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: int, cp: int, sp: bool,
                        dp_sharding: DPSharding, dp_replicate: int, layout: tuple[tuple[Chunk, ...], ...],
@@ -339,6 +345,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
     largest transient on top, each assembled by :func:`memory.stage.stage_report`.  ``acts``: measured
     per-layer activations in place of the tensor-list model's."""
     m = arch_from_key(key)
+    moe = moe_layer_kinds(m)  # per decoder layer: routed experts (read once per call, not per layer visit)
     split = stage_split_for_key(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
@@ -452,7 +459,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
                 # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
                 grads = g * (sp_.dense / shard + sp_.expert / eshard)
         if opts.fp8:
-            lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
+            lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total, moe)
             # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the stored weight (bf16, or an
             # fp8 parameter with --fp8-param-gather: the rowwise copy), sharded like the other weights under
             # full sharding (the experts are all linear), and TE's copies of the weight it runs on, the
@@ -482,9 +489,9 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             muon_step[rank] = (muon_owned, muon_trans)
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
-        chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
-                                                      moe_act, kept, a, sb, rope_tbl, seq, mbs, tp, sp, cp, impl,
-                                                      acts16)
+        chunk_bytes, chunk_layer = _chunk_activations(m, moe, layout[rank], rank, opts, gran, method, rnum,
+                                                      dense_act, moe_act, kept, a, sb, rope_tbl, seq, mbs, tp, sp, cp,
+                                                      impl, acts16)
         if rank == last_rank:
             # the loss's kept tensors, walked with the chunk that holds the loss
             for c, chunk in enumerate(layout[rank]):
@@ -560,7 +567,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             m_big = moe_act if m.is_moe else dense_act
             activations += offloaded(m_big)
         # ---- transients (on top of the activations in flight) ----
-        bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
+        bwd = max((moe_act if moe[i] else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
         graph_bwd = 0.0
         if graphed:
@@ -573,7 +580,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
             # main_grad (cost/wgrad_accumulation.py; memory.params largest_linear_module)
-            layer_bwd += opts.wgrad_fresh * max(largest_linear_module(key, tp, etp, ep, m.is_moe_layer(i))
+            layer_bwd += opts.wgrad_fresh * max(largest_linear_module(key, tp, etp, ep, moe[i])
                                                 for ch in layout[rank] for i in ch.layers) \
                 if any(ch.layers for ch in layout[rank]) else 0.0
         if opts.fp8 and not opts.fp8_transpose_cache and columnwise_copy(opts.fp8, non_tn=opts.fp8_non_tn):
@@ -598,7 +605,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
                 # the optimizer step (megatron Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads):
                 # fp32 copies of the sharded gradients, the bf16 ones freed as it goes; no activations then
                 trans.append((4 - w) * (sp_.dense / shard + sp_.expert / edp) - activations)
-        if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
+        if any(moe[i] for ch in layout[rank] for i in ch.layers):
             pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
             cap = opts.capacity or 1.0  # static-shape dispatch: buffers sized capacity x balanced
             # the experts' backward gradients at the padded shape (activations.layer_activation_bytes'
@@ -646,7 +653,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         in_flight = counts[rank] / max(1, len(layout[rank]))  # micro-batches' worth of chunks at the peak
         # torch / TE GEMM workspaces, allocated at the first GEMM and kept (memory.workspaces)
         ws = opts.gemm_ws.stage_bytes(layers=any(ch.layers for ch in layout[rank]), loss=rank == last_rank,
-                                      moe=any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers))
+                                      moe=any(moe[i] for ch in layout[rank] for i in ch.layers))
         side = 0.0
         if graphed:
             # allocated peak: the replay's or the capture's (the static inputs, X, are in both), whichever is larger;
@@ -729,10 +736,11 @@ def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_
     return max(0.0, la.full - la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
 
 
-def _layers_kept(m, chunk, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp,
+def _layers_kept(m, moe, chunk, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp,
                  cp) -> list[float]:
-    """Bytes each decoder layer of ``chunk`` keeps for one micro-batch (recompute / selective / hybrid rules)."""
-    kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
+    """Bytes each decoder layer of ``chunk`` keeps for one micro-batch (recompute / selective / hybrid rules);
+    ``moe``: :func:`moe_layer_kinds` of ``m``."""
+    kinds = [moe[i] for i in chunk.layers]  # True = MoE layer
     n = len(kinds)
     if m.is_hybrid:
         full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
@@ -765,17 +773,18 @@ def _layers_kept(m, chunk, opts: McoreOpts, gran, method, rnum, dense_act, moe_a
     return kept_of
 
 
-def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
+def _chunk_activations(m, moe, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
                        rope_tbl, seq, mbs, tp, sp, cp, impl, acts16=None) -> tuple[list[float], list[float]]:
     """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer).  ``acts16``: the
     (dense, MoE) activations of a layer run in BF16, for the layers of ``opts.bf16_layers`` (kept out of the
     FP8 context: no FP8 saved copies; ``Plan.bf16_layer_ids``)."""
     out, biggest = [], []
     for c, chunk in enumerate(chunks):
-        kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
-        kept_of = _layers_kept(m, chunk, opts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp, cp)
+        kinds = [moe[i] for i in chunk.layers]  # True = MoE layer
+        kept_of = _layers_kept(m, moe, chunk, opts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp, cp)
         if acts16 is not None and any(i in opts.bf16_layers for i in chunk.layers):
-            k16 = _layers_kept(m, chunk, opts, gran, method, rnum, acts16[0], acts16[1], kept, seq, mbs, tp, sp, cp)
+            k16 = _layers_kept(m, moe, chunk, opts, gran, method, rnum, acts16[0], acts16[1], kept, seq, mbs, tp, sp,
+                               cp)
             kept_of = [k16[j] if i in opts.bf16_layers else kept_of[j] for j, i in enumerate(chunk.layers)]
         if opts.offload_layers and kept_of and not gran == "full":
             # --cpu-offloading-num-layers: the first K layers' activations go to host; the most the GPU
@@ -953,15 +962,18 @@ def _linear_params_of(key: ArchKey, tp: int, etp: int, ep: int, layers: list[int
     return linear_params(key, tp, etp, ep, (Chunk(layers=tuple(layers)),), total)
 
 
-def linear_params(key: ArchKey, tp: int, etp: int, ep: int, chunks: tuple[Chunk, ...], total: int) -> float:
+def linear_params(key: ArchKey, tp: int, etp: int, ep: int, chunks: tuple[Chunk, ...], total: int,
+                  moe: Optional[tuple[bool, ...]] = None) -> float:
     """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
-    embedding / output head, the norms and the routers."""
+    embedding / output head, the norms and the routers.  ``moe``: :func:`moe_layer_kinds` of the model, where the
+    caller has it."""
     m = arch_from_key(key)
+    moe = moe_layer_kinds(m) if moe is None else moe
     h = m.hidden_size
     other = 0.0
     for c in chunks:
         for i in c.layers:
-            other += 2 * h + ((m.num_experts or 0) * h if m.is_moe_layer(i) else 0)
+            other += 2 * h + ((m.num_experts or 0) * h if moe[i] else 0)
             if m.multi_latent_attention:
                 other += (m.q_lora_rank or 0) + m.kv_lora_rank
         if c.embedding or c.mtp:
