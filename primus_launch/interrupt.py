@@ -121,14 +121,18 @@ def worker_init() -> None:
     """In a worker process forked under :func:`handling` (a pool's initializer): SIGINT ignored (a
     terminal's Ctrl-C reaches the whole process group; the parent decides and ends the pool),
     SIGTERM kills (how the parent ends it); a worker forked while a signal was pending, or signalled
-    before this ran, exits at once (the parent is ending the pool).  No deferral is inherited."""
+    before this ran, exits at once (the parent is ending the pool).  No deferral is inherited.
+
+    A signal of a :func:`handling` block that had ended before the fork is spent (:func:`check`): it does not end the
+    worker.  (It did: a library caller that caught one interrupted search and started another -- a notebook, the test
+    suite -- got workers that exited on start, which ``multiprocessing.Pool`` replaces without end: a hang.)"""
     global _deferring, _received
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL):  # the parent's handler: die on a
         signal.signal(signal.SIGHUP, signal.SIG_DFL)                            # hang-up as on SIGTERM
-    if _received is not None:  # a signal reached the parent as it forked, or this worker before now:
-        os._exit(exit_code(signal.SIGTERM))  # the pool is being ended (its SIGTERM may have been swallowed)
+    if _received is not None and _active:  # a signal reached the parent's run as it forked, or this worker before
+        os._exit(exit_code(signal.SIGTERM))  # now: the pool is being ended (its SIGTERM may have been swallowed)
     _deferring = 0
     _received = None
 

@@ -154,3 +154,35 @@ def test_an_ended_pool_whose_terminate_blocks_still_loses_its_workers(monkeypatc
     assert time.monotonic() - t0 <= 3 * TERMINATE_WAIT_S + 1.0
     time.sleep(0.3)  # a worker handler that were still running would have started new workers by now
     assert not any(w.is_alive() for w in workers) and not [w for w in pool._pool if w.is_alive()]
+
+
+def test_a_pool_after_an_interrupted_run_in_the_same_process_works():
+    """A library caller (a notebook, this suite) whose search was interrupted -- the signal caught, the
+    :func:`interrupt.handling` block ended -- and who starts another: the spent signal must not end the new pool's
+    workers on start (``multiprocessing.Pool`` replaces a worker that exits without end, and the result never
+    comes: the suite's exhaustive-sweep tests hung past their 600 s timeout after an earlier interrupt test in
+    the same worker).  Run in a child interpreter, bounded, so that a regression fails instead of hanging."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal\n"
+        "from primus_launch import interrupt\n"
+        "from primus_launch.executor import LocalProcesses\n"
+        "try:\n"
+        "    with interrupt.handling():\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        signal.pause()\n"
+        "except KeyboardInterrupt:\n"
+        "    pass\n"
+        "assert interrupt.received() == signal.SIGINT\n"
+        "ex = LocalProcesses(2)\n"
+        "ex.start(None)\n"
+        "print(ex.result(ex.submit(isinstance, type(None))), flush=True)\n"
+        "ex.stop()\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             cwd=Path(__file__).resolve().parents[1])
+    except subprocess.TimeoutExpired:
+        pytest.fail("the pool started after an interrupted run never answered")
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
