@@ -534,8 +534,8 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         # the experts' saved tensors in flight at each rank's peak, walked like the activations
         # (memory.paged_stash: the stash buffer is sized on this walk)
         e_layer = _experts_kept(moe_act, opts, gran)
-        e_rows = [[e_layer * sum(1 for i in ch.layers if m.is_moe_layer(i)) for ch in layout[r]] for r in range(pp)]
-        e_big = [[e_layer if any(m.is_moe_layer(i) for i in ch.layers) else 0.0 for ch in layout[r]]
+        e_rows = [[e_layer * sum(1 for i in ch.layers if moe[i]) for ch in layout[r]] for r in range(pp)]
+        e_big = [[e_layer if any(moe[i] for i in ch.layers) else 0.0 for ch in layout[r]]
                  for r in range(pp)]
         e_peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(e_rows), opts.ep_overlap,
                                          as_weights(e_big) if opts.ep_overlap else ())
@@ -805,7 +805,7 @@ def _chunk_activations(m, moe, chunks, rank, opts: McoreOpts, gran, method, rnum
         elif opts.te_graph_scope is not None:
             # TE-scoped CUDA graphs: static inputs / outputs beyond eager's saved tensors (memory.te_graphs)
             gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
-            last_moe = m.is_moe_layer(m.num_layers - 1)
+            last_moe = moe[-1]
             total += sum(te_graph_layer_bytes(opts.te_graph_scope, moe=k, shared_in_graph=opts.shared_in_graph,
                                               mbs=mbs, seq=seq, cp=cp, **gkw) for k in kinds + [last_moe] * chunk.mtp)
             if kinds:
@@ -827,7 +827,7 @@ def _chunk_activations(m, moe, chunks, rank, opts: McoreOpts, gran, method, rnum
                     # the module's TransformerLayer is built from the same config (multi_token_prediction.py
                     # ``MultiTokenPredictionLayer.transformer_layer``): --recompute-modules and --offload-modules
                     # act in it as in a decoder layer of the last layer's kind, so it drops what ``kept`` drops
-                    last = moe_act if m.is_moe_layer(m.num_layers - 1) else dense_act
+                    last = moe_act if moe[-1] else dense_act
                     total += chunk.mtp * (mtp_activation_bytes(m, **mkw, recompute="none") - (last.full - kept(last)))
         out.append(total)
         biggest.append(max(kept_of, default=0.0))
