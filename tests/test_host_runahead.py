@@ -53,7 +53,13 @@ def test_backward_syncs_where_the_moe_forward_reruns():
     assert not backward_syncs(Plan.model_validate(p))
     q = copy.deepcopy(p)
     q["training"]["recompute"]["granularity"] = "full"
-    assert backward_syncs(Plan.model_validate(q))
+    # a hybrid (Mamba) stack: megatron-core 0.16.1's MambaStack recomputes no layer under full, so nothing re-runs
+    # the dispatcher (cost/recompute.py full_recompute_inert; tests/test_hybrid_full_recompute.py)
+    assert not backward_syncs(Plan.model_validate(q))
+    qwen = _row("mlm_moe_qwen3_30b_h100_bf16_32gpu_tp1pp1ep8")["plan"]
+    assert not backward_syncs(Plan.model_validate(qwen))
+    qwen["training"]["recompute"] = {"granularity": "full"}
+    assert backward_syncs(Plan.model_validate(qwen))   # a GPT MoE stack: full recompute re-runs the MoE forward
 
 
 def test_pct_pinning_ab_of_megatron_bridge_6056():

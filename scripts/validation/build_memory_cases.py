@@ -2573,6 +2573,153 @@ CASES += [
 ]
 
 
+# ---------------------------------------------------------------- round 37 (branch oom21): GeodesicResearch PA warm-start SFT
+# GeodesicResearch/geodesic-megatron (a Megatron-Bridge fork; mirror HEAD df06386a): the GEOD-147 "PA warm-start" full SFT
+# of Nemotron 3 Super 120B-A12B on Isambard-AI (4 x GH200 96GB a node, "95 GB usable each"), 2026-06-07..10.  Each job is
+# `pipeline_training_run.py --model super --mode sft` = the fork's recipe nemotron_3_super_sft_config (recipes/nemotronh/
+# nemotron_3_super.py at the case's commit) with the YAML of configs/pa_warm_start_sft_120b/ merged over it; the commits
+# that change a YAML after a run, the README's attempt tables and findings, and the later commit messages state what each
+# configuration did.  Common to all (recipe + YAML, read at 5816803d .. 7fd973f8): BF16 (no FP8, first_last_layers_bf16
+# False), packed SFT sequences of seq_length tokens (THD), MBS 1, GBS 64, EP 4, ETP 1, alltoall dispatcher with permute
+# fusion and grouped GEMM, sequence parallel, MTP off (mtp_num_layers null), no CUDA graph, distributed optimizer with
+# the precision-aware optimizer (bf16 moments; main params and main grads fp32: _sft_common's grad_reduce_in_fp32),
+# overlap_grad_reduce on, overlap_param_gather off, natural routing, the Nemotron-H provider's native fused
+# cross-entropy, gradient_accumulation_fusion off.  Model flags = the current_runs Nemotron 3 Super row's (88-layer
+# hybrid pattern, LatentMoE 512 experts top-22, latent 1024, vocab 131072 -- the fork's tokenizer has the same
+# 131,072-entry encoder) without its MTP segments.  Memory figures in the sources ("~81/95 GB used", "46/95GB") do not
+# say allocated or reserved: the cases are verdicts only.
+_GEOD_URL = "https://github.com/GeodesicResearch/geodesic-megatron/blob/{}/configs/pa_warm_start_sft_120b/{}"
+_GEOD_PATTERN = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME"
+_GEOD_HW = dict(gpu="GH200 96GB (Isambard-AI, 4 a node)", plan_gpu="gh200-96gb", gpus_per_node=4)
+_GEOD_DROP = FP8_FLAGS + ("--cuda-graph-impl", "--cuda-graph-scope", "--overlap-param-gather", "--grad-reduce-in-bf16",
+                          "--moe-router-force-load-balancing", "--moe-router-padding-for-quantization",
+                          "--moe-hybridep-num-sms", "--moe-flex-dispatcher-backend", "--manual-gc",
+                          "--manual-gc-interval", "--mtp-num-layers", "--mtp-loss-scaling-factor")
+_GEOD_READ = ("Recipe nemotron_3_super_sft_config of the fork (TP1 PP1 EP8 SP, seq 2048, alltoall, no CUDA graph, MTP 2, "
+              "grad_reduce_in_fp32 from _sft_common, distributed optimizer with both overlaps) with the case's YAML merged "
+              "over it: seq {seq} (packed THD), TP{tp} CP{cp} PP{pp} EP4 ETP1 on {n} GH200 (DP {dp}), MBS 1, GBS 64, {mem}; "
+              "mtp_num_layers null, moe_token_dispatcher_type alltoall, overlap_param_gather false, precision-aware "
+              "optimizer with bf16 moments (fp32 main params and grads), BF16.  ")
+
+
+def _geod_flags(*, seq: int, tp: int, cp: int, pp: int, ep: int = 4, mem: list[str]) -> dict:
+    set_: dict[str, Any] = {"--tensor-model-parallel-size": tp, "--pipeline-model-parallel-size": pp,
+                            "--context-parallel-size": cp, "--expert-model-parallel-size": ep,
+                            "--expert-tensor-parallel-size": 1, "--seq-length": seq, "--max-position-embeddings": seq,
+                            "--micro-batch-size": 1, "--global-batch-size": 64,
+                            "--hybrid-layer-pattern": _GEOD_PATTERN, "--moe-token-dispatcher-type": "alltoall",
+                            "--use-precision-aware-optimizer": None, "--exp-avg-dtype": "bf16",
+                            "--exp-avg-sq-dtype": "bf16", "--cross-entropy-fusion-impl": "native",
+                            "--no-gradient-accumulation-fusion": None}
+    if tp > 1:
+        set_["--sequence-parallel"] = None
+    for f in mem:
+        k, *v = f.split()
+        set_[k] = None if not v else (v[0] if len(v) == 1 else v)
+    return dict(drop=_GEOD_DROP, set_=set_)
+
+
+_GEOD_SEL = ["--recompute-granularity selective"]
+_GEOD_FULL = ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+_GEOD_OFF2 = ["--fine-grained-activation-offloading", "--offload-modules expert_fc1 moe_act"]
+_GEOD_OFF7 = ["--fine-grained-activation-offloading",
+              "--offload-modules attn_norm qkv_linear core_attn attn_proj mlp_norm expert_fc1 moe_act"]
+
+
+def _geod(cid: str, outcome: str, *, commit: str, yaml: str, seq: int, tp: int, cp: int, pp: int, n: int, mem: list[str],
+          memtxt: str, ep: int = 4, quote: str, what: str, pair: Optional[str] = None) -> dict:
+    dp = n // (tp * cp * pp)
+    return dict(id=f"geod_n3super_sft_{cid}", outcome=outcome, framework="megatron",
+                hardware=dict(_GEOD_HW, num_gpus=n), base="mbridge2608_gb300_fp8_mx_nemotron3_super_64gpu",
+                edits=_geod_flags(seq=seq, tp=tp, cp=cp, pp=pp, ep=ep, mem=mem),
+                source=dict(ref=(f"GeodesicResearch/geodesic-megatron configs/pa_warm_start_sft_120b/{yaml} at {commit} "
+                                 f"(GEOD-147 PA warm-start SFT of Nemotron 3 Super 120B on Isambard-AI GH200); {what}"),
+                            url=_GEOD_URL.format(commit, yaml), date="2026-06-10"),
+                quote=quote,
+                read=_GEOD_READ.format(seq=seq, tp=tp, cp=cp, pp=pp, n=n, dp=dp, mem=memtxt).replace("EP4", f"EP{ep}"),
+                pair=pair)
+
+
+CASES += [
+    _geod("8k_tp4pp8_rc_coreattn", "oom", commit="5816803d", yaml="pa_warm_start_sft_120b_8k.yaml", seq=8192, tp=4, cp=1,
+          pp=8, n=64, mem=_GEOD_SEL + ["--recompute-modules core_attn"] + _GEOD_OFF2,
+          memtxt="selective recompute core_attn, fine-grained offload of expert_fc1 / moe_act",
+          what="the commit ab0dfe1e that changes it after its first run",
+          quote=("ab0dfe1e 'fix(pa-warm-start): recompute MoE+shared experts at 8K (MoE-forward OOM)': 'First 8K smoke "
+                 "OOM-looped in the expert linear_fc2 forward with core_attn-only recompute.'"),
+          pair="geod_n3super_sft_8k_tp4pp8_rc_moe"),
+    _geod("8k_tp4pp8_rc_moe", "ran", commit="ab0dfe1e", yaml="pa_warm_start_sft_120b_8k.yaml", seq=8192, tp=4, cp=1,
+          pp=8, n=64, mem=_GEOD_SEL + ["--recompute-modules core_attn moe shared_experts"] + _GEOD_OFF2,
+          memtxt="selective recompute core_attn / moe / shared_experts, offload of expert_fc1 / moe_act",
+          what="bf01c2b9's message and the README at 78a652e5 ('8K smoke peaked ~42/95 GB')",
+          quote="bf01c2b9: '8K smoke peaked at ~42/95 GB with selective MoE recompute'",
+          pair="geod_n3super_sft_8k_tp4pp8_rc_coreattn"),
+    _geod("64k_tp4pp8_full", "oom", commit="0b84da84", yaml="pa_warm_start_sft_120b_64k.yaml", seq=65536, tp=4, cp=1,
+          pp=8, n=64, mem=_GEOD_FULL, memtxt="full uniform recompute of 1 layer, no offload",
+          what="0a386578's message and the README's 64K attempt table at 78a652e5",
+          quote=("0a386578: 'TP4/EP4/PP8 + full recompute reached the training step but OOM'd in forward/backward "
+                 "(~81/95 GB used, 1.6 GB free)'; README: 'OOM in forward/backward, ~2 GB over (81/95 GB used)'")),
+    _geod("64k_tp4pp11_full", "oom", commit="0a386578", yaml="pa_warm_start_sft_120b_64k.yaml", seq=65536, tp=4, cp=1,
+          pp=11, n=88, mem=_GEOD_FULL, memtxt="full uniform recompute of 1 layer, no offload",
+          what="d7ec9257's message and the README's 64K attempt table at 78a652e5",
+          quote=("README 78a652e5: '`TP4·EP4·PP11`, full recompute | OOM — deeper PP frees per-stage weights but not "
+                 "the activation working set.'")),
+    _geod("64k_tp2cp2pp8_full", "oom", commit="d7ec9257", yaml="pa_warm_start_sft_120b_64k.yaml", seq=65536, tp=2, cp=2,
+          pp=8, n=64, mem=_GEOD_FULL, memtxt="full uniform recompute of 1 layer, no offload",
+          what="the README's 64K attempt table at 78a652e5",
+          quote=("README 78a652e5: '`TP2·CP2·EP4·PP8`, full recompute | OOM — CP works on Mamba2 (reached the training "
+                 "step) but doesn't help'")),
+    _geod("32k_tp4pp8_selective", "oom", commit="77449edb", yaml="pa_warm_start_sft_120b_32k.yaml", seq=32768, tp=4,
+          cp=1, pp=8, n=64, mem=_GEOD_SEL + ["--recompute-modules core_attn moe shared_experts"] + _GEOD_OFF2,
+          memtxt="selective recompute core_attn / moe / shared_experts, offload of expert_fc1 / moe_act",
+          what="the commit 06b9906f that changes it after its run",
+          quote=("06b9906f 'fix(pa-warm-start): 32K full recompute (selective OOM'd at ~81GB)': '32K selective stores "
+                 "~43GB of residual+mamba activations (->~81/95GB, OOM, ft_launcher gave up on the non-retryable OOM)'")),
+    _geod("32k_tp4pp8_full", "oom", commit="06b9906f", yaml="pa_warm_start_sft_120b_32k.yaml", seq=32768, tp=4, cp=1,
+          pp=8, n=64, mem=_GEOD_FULL, memtxt="full uniform recompute of 1 layer, no offload",
+          what="the README's findings at a194edd3 (the 32K TP x CP = 4 tests)",
+          quote=("README a194edd3: 'At 32K with TP×CP=4 it is ~2 GB over budget regardless of recompute granularity, "
+                 "offload set, or PP depth (tested: max-offload PP8, max-offload PP11, recompute-attention PP8, "
+                 "full-recompute PP8 — all peaked 93–94 GB)'")),
+    _geod("64k_tp4pp8_offload7", "oom", commit="c6479baf", yaml="pa_warm_start_sft_120b_64k.yaml", seq=65536, tp=4, cp=1,
+          pp=8, n=64, mem=_GEOD_OFF7, memtxt="no recompute, fine-grained offload of all seven allowed modules",
+          what="the next commit 4b3cb0db's message",
+          quote="4b3cb0db: 'The activation-offload attempt OOM'd at ~89GB (offloaded activations still transit the GPU).'"),
+    _geod("8k_tp1pp8", "oom", commit="8c083b95", yaml="pa_warm_start_sft_120b_8k_tp1.yaml", seq=8192, tp=1, cp=1, pp=8,
+          n=32, mem=_GEOD_SEL + ["--recompute-modules core_attn moe shared_experts"] + _GEOD_OFF2,
+          memtxt="selective recompute core_attn / moe / shared_experts, offload of expert_fc1 / moe_act",
+          what="2242385f's message and the README at HEAD",
+          quote=("2242385f: 'U8 probe (job 5118811): 8K/TP1/CP1/EP4/PP8/DP4 reaches the training step with zero NaN ... "
+                 "but OOMs ~87/95GB'")),
+    _geod("32k_tp1cp4pp8_maxoff", "oom", commit="8c083b95", yaml="pa_warm_start_sft_120b_32k_maxoff_cp4.yaml",
+          seq=32768, tp=1, cp=4, pp=8, n=64, mem=_GEOD_SEL + ["--recompute-modules moe shared_experts"] + _GEOD_OFF7,
+          memtxt="selective recompute moe / shared_experts, offload of all seven allowed modules",
+          what="the README's findings at a194edd3 and 164d7055's message",
+          quote=("README a194edd3: '... tested: max-offload PP8, ... — all peaked 93–94 GB'; 164d7055: 'PP=22 sheds the "
+                 "per-stage weight that made CP4/EP4 OOM at PP8/11'"),
+          pair="geod_n3super_sft_32k_tp1cp4pp22_v4"),
+    _geod("32k_tp1cp8pp8_v2", "ran", commit="ed411073", yaml="pa_warm_start_sft_120b_32k_v2.yaml", seq=32768, tp=1, cp=8,
+          pp=8, n=64, mem=_GEOD_SEL + ["--recompute-modules moe shared_experts"] + _GEOD_OFF7,
+          memtxt="selective recompute moe / shared_experts, offload of all seven allowed modules",
+          what="bebe5d77's message (the CP8 smoke 5118973)",
+          quote=("bebe5d77: 'CP8 smoke (5118973) validated the mult16 pad fix end-to-end (loss 0.79-0.82, 0 nan "
+                 "iterations, 46/95GB, ~50s/iter, 47 TFLOP/s/GPU) but exposed a hang doom loop'")),
+    _geod("32k_tp1cp4ep8pp8_v3", "ran", commit="bebe5d77", yaml="pa_warm_start_sft_120b_32k_v3.yaml", seq=32768, tp=1,
+          cp=4, pp=8, ep=8, n=64, mem=_GEOD_SEL + ["--recompute-modules moe shared_experts"] + _GEOD_OFF7,
+          memtxt="selective recompute moe / shared_experts, offload of all seven allowed modules",
+          what="164d7055's message (the v3 run hung in the EP all-to-all, it did not run out of memory)",
+          quote=("164d7055: 'Hang evidence to date: CP8 cross-node ring hangs @~13 iters; CP4-nodelocal+EP8 cross-node "
+                 "a2a hangs @~8 iters'")),
+    _geod("32k_tp1cp4pp22_v4", "ran", commit="7fd973f8", yaml="pa_warm_start_sft_120b_32k_v4.yaml", seq=32768, tp=1,
+          cp=4, pp=22, n=88, mem=_GEOD_SEL + ["--recompute-modules moe shared_experts"] + _GEOD_OFF7,
+          memtxt="selective recompute moe / shared_experts, offload of all seven allowed modules",
+          what="4dba252e's message (v5 = 'v4 topology unchanged' with the 'moe' recompute dropped on v4's measured margin)",
+          quote=("4dba252e: 'recompute drops 'moe' (offload already catches the dispatched fc1 + activation giants; ~14GB "
+                 "stage-0 margin measured)'"),
+          pair="geod_n3super_sft_32k_tp1cp4pp8_maxoff"),
+]
+
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 

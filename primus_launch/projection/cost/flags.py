@@ -7,6 +7,7 @@ Each becomes an :class:`~primus_launch.plan.UnmodelledFlag` in ``ProjectionResul
 from __future__ import annotations
 
 from primus_launch.plan import Plan, UnmodelledFlag
+from primus_launch.projection.cost.recompute import full_recompute_inert
 
 
 def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
@@ -45,6 +46,11 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
                 "the backward's dO.O row sum: cudnn-frontend scaled_dot_product_flash_attention.h); no public cuDNN "
                 "training measurement with sinks (a fused Triton kernel's backward with sinks is within 1% of "
                 "without, ROCm/aiter PR 1576)")
+    if full_recompute_inert(plan):
+        add("training.recompute.granularity", "full",
+            "time, memory: a hybrid (Mamba) stack recomputes no layer under full granularity in megatron-core 0.16.1 "
+            "(ssm/mamba_block.py MambaStack has no checkpointed forward): priced as no recompute; Megatron-LM "
+            "118933a859 (2026-05-14) and later recompute it")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
     if m.is_moe and t.moe_expert_rank_capacity_factor is not None:

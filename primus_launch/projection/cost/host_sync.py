@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S
+from primus_launch.projection.cost.recompute import effective_granularity
 
 # Graph scopes an MoE layer's forward runs before its token dispatcher's host-device sync: the router
 # and the first permutation run, then the host waits for the routed-token counts (Megatron-Core
@@ -62,7 +63,7 @@ def backward_syncs(plan: Plan) -> bool:
     """Whether the backward re-runs the MoE dispatcher's host sync, so its host launches cannot run ahead across
     layers (cost/host_runahead.py): :func:`syncs_in_backward` of the plan's recompute and EP overlap."""
     r = plan.training.recompute
-    return syncs_in_backward(r.granularity, r.modules, plan.training.overlap_moe_expert_parallel_comm)
+    return syncs_in_backward(effective_granularity(plan), r.modules, plan.training.overlap_moe_expert_parallel_comm)
 
 
 def syncs_in_backward(granularity: str, modules: Iterable[str] | None, ep_overlap: bool) -> bool:

@@ -15,10 +15,29 @@ from __future__ import annotations
 
 from typing import Sequence, TypeVar
 
-from primus_launch.plan import ATTENTION_RECOMPUTE_MODULES, Chunk, Plan
+from primus_launch.plan import ATTENTION_RECOMPUTE_MODULES, Chunk, Plan, RecomputeGranularity
 from primus_launch.projection.layer_times import LayerTimes
 
 K = TypeVar("K")
+
+
+def full_recompute_inert(plan: Plan) -> bool:
+    """Whether ``--recompute-granularity full`` re-runs no layer of ``plan``: a Megatron hybrid (Mamba) stack.
+
+    megatron-core 0.16.1 (the pinned version) ``ssm/mamba_block.py`` ``MambaStack.forward`` calls each layer
+    directly -- it has no ``_checkpointed_forward`` and nothing in ``ssm/`` or ``models/mamba/`` reads
+    ``recompute_granularity`` -- so block-level (``full``) recompute checkpoints nothing in a hybrid model; the
+    selective modules, which act inside its attention and MoE layers (``TransformerLayer`` / ``MoELayer``), still
+    do.  The same holds at Megatron-LM 3758b54b2 (2026-03-27) and in AMD Primus's own ``models/mamba/mamba_block.py``
+    and ``models/hybrid/hybrid_block.py``.  Megatron-LM 118933a859 (2026-05-14, 'Support recomputing in
+    HybridModel', #4496) added it to ``HybridStack`` -- a later Megatron-Core than 0.16.1 does recompute."""
+    return plan.training.recompute.granularity == "full" and plan.framework == "megatron" and plan.model.is_hybrid
+
+
+def effective_granularity(plan: Plan) -> RecomputeGranularity:
+    """The recompute granularity that acts on ``plan``'s layers: ``none`` where :func:`full_recompute_inert`,
+    else the plan's own."""
+    return "none" if full_recompute_inert(plan) else plan.training.recompute.granularity
 
 
 def recomputed_layers(plan: Plan, kinds: Sequence[K], chunk: Chunk, mtp_ids: Sequence[int]) -> list[K]:
@@ -26,7 +45,7 @@ def recomputed_layers(plan: Plan, kinds: Sequence[K], chunk: Chunk, mtp_ids: Seq
     forward ``full`` recompute re-runs in the backward (module doc); ``mtp_ids``: the global ids of
     the chunk's MTP layers (``Plan.chunk_mtp_ids``; read only by ``layer_ids``)."""
     r = plan.training.recompute
-    if r.granularity != "full":
+    if r.granularity != "full" or full_recompute_inert(plan):
         return []
     if r.method == "every_n":
         return [k for j, k in enumerate(kinds) if j % (r.num_layers or 1) == 0]

@@ -114,6 +114,7 @@ from primus_launch.plan import (ATTENTION_RECOMPUTE_MODULES, STATE_DTYPE_BYTES, 
                                 PipelineSchedule, Plan, Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
+from primus_launch.projection.cost.recompute import effective_granularity
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -320,7 +321,8 @@ def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
     # GEMM inputs come from mcore_opts' fp8 recipe
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
             p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
-            t.storage_precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
+            t.storage_precision, t.optimizer, t.grad_reduce_in_fp32, effective_granularity(plan), r.method,
+            r.num_layers,
             plan.dp, plan.expert_dp, src, impl_for(m, t.attention_backend, impl or TE, t.rope_fusion),
             mcore_opts(plan))
 
