@@ -32,6 +32,11 @@ PR1690 = {  # tag: (tps, tflops, local batch, fsdp, tp)
     "32gpu_fsdp8_tp4_lbs16": (1139, 236.94, 16, 8, 4), "32gpu_fsdp4_tp8_lbs16": (876, 182.14, 16, 4, 8),
     "32gpu_fsdp4_tp8_lbs32": (883, 183.59, 32, 4, 8), "64gpu_fsdp8_tp8_lbs32": (873, 181.63, 32, 8, 8),
 }
+PR808 = {  # key: (tps, mfu %, plan precision, fp8 recipe) -- #808's three runs and #820's tensorwise run
+    "bf16_compile": (5760, 33.73, "bf16", None), "float8_rowwise_compile": (6468, 37.88, "fp8", "rowwise"),
+    "float8_tensorwise_fsdp_fp8_ag": (7186, 42.08, "fp8", "tensorwise"),
+    "float8_tensorwise_compile": (6871, 40.24, "fp8", "tensorwise"),
+}
 
 
 def _rows() -> dict[str, dict]:
@@ -114,11 +119,27 @@ def test_pr1690_rows_build_the_runs_layout(tag):
     assert r["measured_tokens_per_sec_per_gpu_for_judging"] == tps
 
 
+@pytest.mark.parametrize("key", sorted(PR808))
+def test_pr808_rows_build_the_runs_layout_and_precision(key):
+    tps, mfu, prec, recipe = PR808[key]
+    r = _rows()[f"titanpr_llama3_8b_h100_96gb_8gpu_{key}"]
+    row, why = titan_row(r, "judge", "current_titanpr")
+    assert row is not None, why
+    p = row["plan"]
+    assert (p["training"]["micro_batch_size"], p["training"]["global_batch_size"], p["model"]["seq_length"]) == (1, 8, 8192)
+    assert p["training"]["compile"] and p["training"]["precision"] == prec
+    assert p["training"].get("fp8_recipe") == recipe
+    assert p["training"].get("fp8_param_gather", False) == key.endswith("fp8_ag")
+    assert r["measured_tokens_per_sec_per_gpu_for_judging"] == tps
+    # one FLOP count and one peak behind every logged mfu: tps / mfu is the same for the four runs
+    assert tps / mfu == pytest.approx(5760 / 33.73, rel=0.001)
+
+
 def test_rows_are_held_out_judges_and_memory_is_judged_once():
     runs = {r["id"]: r for r in json.loads((VAL / "runs.json").read_text())["rows"]}
     cases = {c["id"] for c in json.loads((VAL / "memory_cases.json").read_text())["cases"]}
     new = [i for i in _rows() if i.startswith(("mlmdoc_", "titanpr_"))]
-    assert len(new) == 12
+    assert len(new) == 16
     for i in new:
         assert runs[i]["role"] == "judge" and runs[i]["held_out"]
         mem = _rows()[i].get("memory_not_judged")

@@ -24,7 +24,11 @@
    memory case.  Read and not taken: #3659 (the device's logged total, 276.6 GiB, is no GPU of the hardware DB; a
    'wp' wrapper and the PR's own kernels), #1610 / #1672 (DeepSeek-V3 16B, 10-step runs on a real router, logged
    during warm-up), #1902 / #2564 / #3558 / #3935 / #3934 / #3177 / #3007 (debug models, 1-3 GPUs), #2679 (HF
-   modelling backend), #808 / #820 / #833 (Llama 3 8B float8: preset runs the 2024 shared rows already hold).
+   modelling backend), #833 / #812 (Llama 3 8B float8: 5- and 10-step runs, logged in warm-up), #2389 (an unnamed
+   MoE config on 8 B200).  Also taken: PR #808 (069bae286) and #820 (88247277c): Llama 3 8B on 8 H100 96GB,
+   ``llama3_8b.toml`` of 2025-01 (local batch 1, seq 8192, FSDP 8, per-op SAC, model compiled) -- BF16 5,760 tps,
+   float8 rowwise 6,468, float8 tensorwise with FP8 all-gather 7,186, float8 tensorwise 6,871 (memory cases
+   ``titan_pr808_*`` / ``titan_pr820_*``, round 11).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from build_memory_cases import _DSV3_671, _Q32, _titan  # noqa: E402  (the same runs' job tables)
+from build_memory_cases import _DSV3_671, _PR808_JOB, _Q32, _titan  # noqa: E402  (the same runs' job tables)
 from current_runs_flops import DSV3, flops_per_token  # noqa: E402
 
 MLM_DOC = ("NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md "
@@ -187,10 +191,10 @@ _DS671_ARCH = dict(DSV3_ARCH, vocab_size=129280)
 
 
 def _titan_row(rid, source, model, arch, hw, par, lbs, gbs, tok, recompute, disp, case, flags_unknown, conf, cfg,
-               statistic):
+               statistic, precision="bf16", fp8_recipe=None):
     return dict(
         id=rid, source=source, model_name=model, architecture=arch, hardware=hw, parallelism=par,
-        training=dict(global_batch_size=gbs, micro_batch_size=lbs, precision="bf16", fp8_recipe=None,
+        training=dict(global_batch_size=gbs, micro_batch_size=lbs, precision=precision, fp8_recipe=fp8_recipe,
                       recompute=recompute, moe_dispatcher=disp, cuda_graph="none", ep_overlap=False, mtp_num_layers=None),
         measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=None, mfu=None, iteration_time_s=None,
                       peak_memory_gb=None, tokens_statistic=statistic),
@@ -206,7 +210,8 @@ def _titan_row(rid, source, model, arch, hw, par, lbs, gbs, tok, recompute, disp
 
 
 def titan_pr_rows() -> list[dict]:
-    """PR #2107's two DeepSeek-V3 671B runs and PR #1690's eight Qwen3 32B runs that ran."""
+    """PR #2107's two DeepSeek-V3 671B runs, PR #1690's eight Qwen3 32B runs that ran, PR #808's three Llama 3 8B
+    runs (BF16, float8 rowwise, float8 tensorwise with FP8 all-gather) and #820's float8 tensorwise run."""
     rows = []
     hw512 = dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=512, gpus_per_node=8,
                  interconnect="64 nodes x 8 H100 (NVLink 4 in a node, InfiniBand between)", gpu_family="hopper")
@@ -261,6 +266,44 @@ def titan_pr_rows() -> list[dict]:
                                          pipeline_layout=None),
             lbs, lbs * fsdp, tok, "full AC", None, f"titan_pr1690_qwen3_32b_h100_96gb_{n}gpu_{tag}", unknown, "medium",
             cfg, "torchtitan 'tps' of one logged step"))
+    # PR #808 (069bae286, 'add configuration for float8 with rowwise scaling, via recipe lookup', description
+    # 2025-01-27) and #820 (88247277c, its thread's tensorwise run, 2025-02-04): Llama 3 8B on 8 H100 96GB, the
+    # llama3_8b.toml of that date (local batch 1, seq 8192, FSDP 8, per-op SAC), model compiled
+    hw8 = dict(hw96, num_gpus=8, interconnect="one node of 8 H100 (NVLink 4)")
+    par8 = dict(tp=1, pp=1, vpp=None, cp=1, ep=None, etp=None, dp=8, fsdp=8, sequence_parallel=False, zero_stage=3,
+                distributed_optimizer=None, pipeline_layout=None)
+    l8 = dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
+              vocab_size=128256, seq_length=8192, num_experts=None)
+    src808 = ("pytorch/torchtitan PR #808 ('add configuration for float8 with rowwise scaling, via recipe lookup', "
+              "squash-merged as 069bae286 on 2025-02-27; https://github.com/pytorch/torchtitan/pull/808), {which}")
+    src820 = ("pytorch/torchtitan commit 88247277c (PR #820, 'Remove abs from save list for per op AC ...', 2025-02-06; "
+              "https://github.com/pytorch/torchtitan/pull/820), {which}")
+    for key, src, which, tok, cfg, prec, recipe in [
+        ("bf16_compile", src808, "'// baseline (bf16 + compile) ... step: 20 ... tps: 5,760  mfu: 33.73%'", 5760,
+         _PR808_JOB, "bf16", None),
+        ("float8_rowwise_compile", src808, "'// experiment (rowwise float8 + compile) ... --float8.recipe_name rowwise "
+         "... step: 30 ... tps: 6,468  mfu: 37.88%'", 6468,
+         _titan(_PR808_JOB, model={"converters": ["float8"]}, float8={"recipe_name": "rowwise"}),
+         "fp8 rowwise dynamic scaling (torchao float8)", "float8_rowwise"),
+        ("float8_tensorwise_fsdp_fp8_ag", src808, "'tensorwise float8 with float8 all-gather (on main branch) ... step: "
+         "20 ... tps: 7,186  mfu: 42.08%'", 7186,
+         _titan(_PR808_JOB, model={"converters": ["float8"]},
+                float8={"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}),
+         "fp8 tensorwise dynamic scaling (torchao float8), FP8 FSDP all-gather", "float8_tensorwise"),
+    ] + [("float8_tensorwise_compile", src820, "'float8 tensorwise WITHOUT storing abs() output: ... step: 20 ... tps: "
+          "6,871  mfu: 40.24%' (read as #808's float8 command with the tensorwise default)", 6871,
+          _titan(_PR808_JOB, model={"converters": ["float8"]}), "fp8 tensorwise dynamic scaling (torchao float8)",
+          "float8_tensorwise")]:
+        case = ("titan_pr820_llama3_8b_h100_8gpu_float8_tensorwise_compile" if src is src820
+                else f"titan_pr808_llama3_8b_h100_8gpu_{key}")
+        rows.append(_titan_row(
+            f"titanpr_llama3_8b_h100_96gb_8gpu_{key}", src.format(which=which), "Llama 3 8B (torchtitan llama3 8B flavor)",
+            dict(l8), dict(hw8), dict(par8), 1, 8, tok, "selective per-op SAC (torchtitan 'op')", None, case,
+            ["one logged line (step 20 / 30), not a median; 'with-proxy' runs on Meta's cluster",
+             "torch / torchao nightly of 2025-01 / -02 not stated; the H100 96GB's power limit not stated (the hardware "
+             "DB's h100-sxm-96gb-500w)", "torchtitan of that date compiles the model only (train.py leaves the loss "
+             "compile commented out)"], "medium", json.loads(json.dumps(cfg)), "torchtitan 'tps' of one logged step",
+            precision=prec, fp8_recipe=recipe))
     return rows
 
 
