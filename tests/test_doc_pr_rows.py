@@ -135,11 +135,35 @@ def test_pr808_rows_build_the_runs_layout_and_precision(key):
     assert tps / mfu == pytest.approx(5760 / 33.73, rel=0.001)
 
 
+SKILL = {  # key: (step time s, model TFLOP/s/GPU) -- skill card measured_result / verification card metrics
+    "ep_overlap_off": (24.7138, 244.039), "ep_overlap_on": (20.99203, 287.305),
+    "permute_fusion_chunk64": (20.14729, 299.352),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SKILL))
+def test_bridge_skill_rows_layout_and_tokens_from_step_time(key):
+    """tokens/s/GPU = GBS 1024 x 4096 / (step x 16), and the published TFLOP/s over it is the plan's model FLOPs
+    (Bridge's count, 23.006 GFLOP/token): the step time and the TFLOP/s agree, so the layout is the one measured."""
+    step, tflops = SKILL[key]
+    r = _rows()[f"mbskill_qwen3_30b_a3b_h100_bf16_16gpu_ep16_{key}"]
+    row, why = flag_row(r, "judge", "current_mbskill")
+    assert row is not None, why
+    p = row["plan"]
+    assert (p["parallel"]["ep"], p["parallel"]["tp"], p["parallel"]["pp"]) == (16, 1, 1)
+    assert (p["training"]["micro_batch_size"], p["training"]["global_batch_size"]) == (1, 1024)
+    tok = 1024 * 4096 / (step * 16)
+    assert r["measured_tokens_per_sec_per_gpu_for_judging"] == pytest.approx(tok, abs=0.1)
+    assert tflops * 1e12 / tok == pytest.approx(model_flops_per_token(Plan.model_validate(p)), rel=0.001)
+    assert ("--overlap-moe-expert-parallel-comm" in r["megatron_flags"]) == (key != "ep_overlap_off")
+    assert r["launch_env"]["NUM_OF_TOKENS_PER_CHUNK_COMBINE_API"] == ("64" if key.startswith("permute") else "128")
+
+
 def test_rows_are_held_out_judges_and_memory_is_judged_once():
     runs = {r["id"]: r for r in json.loads((VAL / "runs.json").read_text())["rows"]}
     cases = {c["id"] for c in json.loads((VAL / "memory_cases.json").read_text())["cases"]}
-    new = [i for i in _rows() if i.startswith(("mlmdoc_", "titanpr_"))]
-    assert len(new) == 16
+    new = [i for i in _rows() if i.startswith(("mlmdoc_", "titanpr_", "mbskill_"))]
+    assert len(new) == 19
     for i in new:
         assert runs[i]["role"] == "judge" and runs[i]["held_out"]
         mem = _rows()[i].get("memory_not_judged")

@@ -1,4 +1,4 @@
-"""Held-out speed rows of round thirteen (runs13, 2026-12-07; issue 28): two sources no speed row had used.
+"""Held-out speed rows of round thirteen (runs13, 2026-12-07; issue 28): three sources no speed row had used.
 
 1. **Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``** (PR #2059, 7fec52c213 / 402bc50b1c of
    2025-10-30, on the ``26.04-alpha`` and ``core_dev_r0.16.0`` branches; https://github.com/NVIDIA/Megatron-LM/tree/
@@ -29,6 +29,10 @@
    ``llama3_8b.toml`` of 2025-01 (local batch 1, seq 8192, FSDP 8, per-op SAC, model compiled) -- BF16 5,760 tps,
    float8 rowwise 6,468, float8 tensorwise with FP8 all-gather 7,186, float8 tensorwise 6,871 (memory cases
    ``titan_pr808_*`` / ``titan_pr820_*``, round 11).
+3. **Megatron-Bridge's skills and model verification card** (``bridge_skill_rows``): Qwen3-30B-A3B BF16 on 16 H100,
+   EP 16, HybridEP, TE graphs of moe_router / moe_preprocess -- the comm-overlap skill's controlled pair (7ded17dae,
+   PR #5094: EP overlap off 24.714 s, on 20.992 s per 1024 x 4096-token step) and the qwen3-30b-a3b card's tuned run
+   (d398aaca2, run at 3a9559f01: + permute fusion into HybridEP, 64-token combine chunks, 20.147 s).
 """
 
 from __future__ import annotations
@@ -307,7 +311,114 @@ def titan_pr_rows() -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------- Megatron-Bridge skills / model verification card
+_Q30_MODEL = [
+    "--num-layers 48", "--hidden-size 2048", "--ffn-hidden-size 6144", "--num-attention-heads 32", "--group-query-attention",
+    "--num-query-groups 4", "--kv-channels 128", "--qk-layernorm", "--normalization RMSNorm", "--norm-epsilon 1e-6",
+    "--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--position-embedding-type rope",
+    "--rotary-base 1000000", "--seq-length 4096", "--max-position-embeddings 40960", "--num-experts 128",
+    "--moe-ffn-hidden-size 768", "--moe-router-topk 8", "--moe-router-load-balancing-type aux_loss",
+    "--moe-aux-loss-coeff 1e-3", "--vocab-size 151936",
+]
+# recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config (over the 8-GPU config) and
+# perf_recipes/qwen/h100/qwen3_moe.py + perf_recipes/_common.py (_perf_precision('bf16'), _benchmark_common) at 7ded17dae
+_Q30_RUN = [
+    "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--context-parallel-size 1",
+    "--micro-batch-size 1", "--global-batch-size 1024", "--expert-model-parallel-size 16",
+    "--expert-tensor-parallel-size 1", "--use-mcore-models", "--transformer-impl transformer_engine", "--bf16",
+    "--mock-data", "--attention-dropout 0.0", "--hidden-dropout 0.0", "--use-distributed-optimizer",
+    "--no-check-for-nan-in-loss-and-grad", "--grad-reduce-in-bf16", "--manual-gc", "--manual-gc-interval 100",
+    "--overlap-grad-reduce", "--overlap-param-gather", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    "--use-precision-aware-optimizer", "--main-grads-dtype fp32", "--main-params-dtype fp32", "--exp-avg-dtype fp32",
+    "--exp-avg-sq-dtype fp32", "--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion",
+    "--moe-router-force-load-balancing", "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep",
+    "--moe-hybridep-num-sms 32", "--cuda-graph-impl transformer_engine", "--cuda-graph-scope moe_router moe_preprocess",
+    "--te-rng-tracker", "--ddp-average-in-collective",
+]
+_Q30_ENV = {"TORCH_NCCL_HIGH_PRIORITY": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "32", "NCCL_GRAPH_REGISTER": "0",
+            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+            "NCCL_NVLS_ENABLE": "0", "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8",
+            "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API": "128", "NVLINK_DOMAIN_SIZE": "8", "USE_MNNVL": "0",
+            "NVTE_BWD_LAYERNORM_SM_MARGIN": "20", "NVTE_FWD_LAYERNORM_SM_MARGIN": "20"}
+_SKILL = ("NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/card.yaml 'measured_result' and SKILL.md "
+          "'HybridEP production-shape validation' (added by 7ded17dae, PR #5094, 2026-07-25; https://github.com/"
+          "NVIDIA-NeMo/Megatron-Bridge/tree/main/skills/nemo-mbridge-perf-moe-comm-overlap), {which}")
+_CARD = ("NVIDIA-NeMo/Megatron-Bridge examples/model_verification_cards/qwen3-30b-a3b/card.yaml item "
+         "pretrain_performance.H100 (d398aaca2, PR #5123, 2026-07-31; run at bridge_commit 3a9559f01, last_verified "
+         "2026-07-27; https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/examples/model_verification_cards/"
+         "qwen3-30b-a3b/card.yaml), {which}")
+CONV_MB_SKILL = ("Megatron-Bridge 'model TFLOP/s/GPU' (flop_utils.transformer_flops: causal, top-k active experts, padded "
+                 "vocab; 23.006 GFLOP/token for Qwen3-30B-A3B at 4096); tokens/s/GPU = GBS x seq / (step time x GPUs)")
+_Q30_ARCH = dict(num_layers=48, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_query_groups=4,
+                 vocab_size=151936, seq_length=4096, num_experts=128, moe_topk=8, moe_ffn_hidden_size=768)
+
+
+def bridge_skill_rows() -> list[dict]:
+    """Qwen3-30B-A3B BF16 on 16 H100 (EP 16, HybridEP, TE graphs of moe_router / moe_preprocess): the comm-overlap
+    skill's controlled pair (EP overlap off / on) and the verification card's tuned run (+ permute fusion into
+    HybridEP, 64-token combine chunks)."""
+    rows = []
+    runs = [
+        ("ep_overlap_off", _SKILL.format(which="'baseline_step_time_ms: 24713.800, baseline_model_tflops_per_gpu: "
+                                         "244.039' (iterations 5-20)"), 24.7138, 244.039, [], {}, None,
+         "the recipe at 7ded17dae with comm_overlap.overlap_moe_expert_parallel_comm False (the skill: 'The only "
+         "performance change was plain EP overlap')"),
+        ("ep_overlap_on", _SKILL.format(which="'overlap_step_time_ms: 20992.030, overlap_model_tflops_per_gpu: 287.305' "
+                                        "(independent validation, iterations 41-50)"), 20.99203, 287.305,
+         ["--overlap-moe-expert-parallel-comm"], {},
+         "judged once, as the memory case mbridge_qwen3_30b_h100_bf16_16gpu_ep16_hybridep_overlap_te_graphs of "
+         "memory_cases.json (the same run: rank-0 peak 62.166 GiB)",
+         "perf_recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at 7ded17dae (plain EP "
+         "overlap, delayed wgrad off)"),
+        ("permute_fusion_chunk64", _CARD.format(which="'last_10_steps_step_time_ms_avg: 20147.290, "
+                                                "last_10_steps_model_tflops_per_gpu_avg: 299.352' (steps 41-50)"),
+         20.14729, 299.352, ["--overlap-moe-expert-parallel-comm", "--moe-permute-fusion-into-hybridep"],
+         {"NUM_OF_TOKENS_PER_CHUNK_COMBINE_API": "64", "NVTE_BWD_LAYERNORM_SM_MARGIN": "10",
+          "NVTE_FWD_LAYERNORM_SM_MARGIN": "10"}, None,
+         "the same recipe at 3a9559f01 (PR #5123's branch, merged as d398aaca2): + moe_permute_fusion_into_hybridep, "
+         "64-token combine chunks, LayerNorm SM margins 10"),
+    ]
+    for key, src, step, tflops, extra, env, mem, what in runs:
+        tok = 1024 * 4096 / (step * 16)
+        row = dict(
+            id=f"mbskill_qwen3_30b_a3b_h100_bf16_16gpu_ep16_{key}", source=src, model_name="Qwen3-30B-A3B",
+            architecture=dict(_Q30_ARCH),
+            hardware=dict(gpu="H100-SXM-80GB", num_gpus=16, gpus_per_node=8, plan_gpu="h100-sxm",
+                          interconnect="2 nodes x 8 H100 (NVLink 4 in a node, InfiniBand between)", gpu_family="hopper"),
+            parallelism=dict(tp=1, pp=1, vpp=None, cp=1, ep=16, etp=1, dp=16, fsdp=None, sequence_parallel=False,
+                             zero_stage=None, distributed_optimizer=True, pipeline_layout=None),
+            training=dict(global_batch_size=1024, micro_batch_size=1, precision="bf16", fp8_recipe=None,
+                          recompute="none", moe_dispatcher="flex/hybridep",
+                          cuda_graph="transformer_engine scope=['moe_router', 'moe_preprocess']",
+                          ep_overlap=bool(extra), mtp_num_layers=None),
+            measured=dict(tokens_per_sec_per_gpu=None, tflops_per_gpu=tflops, mfu=None, iteration_time_s=step,
+                          peak_memory_gb=None, tflops_statistic="mean over the stated steady window"),
+            flops_convention=CONV_MB_SKILL,
+            derived_fields=[f"measured.tokens_per_sec_per_gpu_derived = {tok:.1f} (= 1024 x 4096 / ({step} s x 16))",
+                            f"TFLOP/s / tokens/s = {tflops * 1e12 / tok / 1e9:.3f} GFLOP/token (Bridge's count: 23.006)"],
+            source_reliability="primary (NVIDIA's own controlled measurement with the recipe it names)",
+            notes=f"Config: {what}.  Environment: " + ", ".join(f"{k}={v}" for k, v in {**_Q30_ENV, **env}.items()) + ".",
+            megatron_flags=_Q30_MODEL + _Q30_RUN + extra,
+            flags_source=("Megatron-Bridge recipes/qwen/h100/qwen3_moe.py + perf_recipes/qwen/h100/qwen3_moe.py + "
+                          "perf_recipes/_common.py at the run's commit, transcribed"),
+            flags_unknown=["container of the run not stated (the card's verification environment: nvcr.io/nvidia/nemo:26.06 "
+                           "with the Bridge commit); Megatron-LM commit not stated",
+                           "routing forced balanced (moe_router_force_load_balancing): uniform expert load",
+                           "tp_comm_overlap=True in the recipe is inert at TP 1"]
+            + (["moe_permute_fusion_into_hybridep: read, not priced (adapter note)"] if key.startswith("permute") else []),
+            launch_env={**_Q30_ENV, **env}, judge_only=True, confidence="high" if key != "ep_overlap_off" else "medium",
+            measured_tokens_per_sec_per_gpu_for_judging=round(tok, 1),
+        )
+        if key == "ep_overlap_off":
+            row["flags_unknown"].append("the overlap-off run's recipe is the 7ded17dae one with the overlap switched off "
+                                        "as the skill states; its commit is not named")
+        if mem:
+            row["memory_not_judged"] = mem
+        rows.append(row)
+    return rows
+
+
 def doc_pr_rows() -> list[dict]:
     """Every round-thirteen row."""
-    return mlm_dsv3_gb200_doc_rows() + titan_pr_rows()
+    return mlm_dsv3_gb200_doc_rows() + titan_pr_rows() + bridge_skill_rows()
 
