@@ -25,7 +25,9 @@ torchtitan 0.3 launch line (``--module M --config C --section.key value``) is co
   ``context_parallel_rotate_method`` (allgather | alltoall = ring), ``expert_parallel_degree`` (1),
   ``expert_tensor_parallel_degree`` (1; only with EP; 1 or tp), ``expert_parallel_comm_backend``
   (standard | deepep; 0.3 also hybridep), ``enable_async_tensor_parallel`` (0.3:
-  ``compile.enable_async_tensor_parallel``), ``fsdp_reshard_after_forward``.
+  ``compile.enable_async_tensor_parallel``), ``fsdp_reshard_after_forward``, 0.3's ``spmd_backend``
+  ("spmd_types": an MoE's standard EP all-to-alls are c10d ones off per-op SAC's save list,
+  ``training.moe_a2a_collective``).
 - ``[activation_checkpoint] mode`` ("selective") / ``selective_ac_option`` ("2"): "full" = every block
   checkpointed; "op" = per-op SAC; an integer N = every N-th block (``every_n``); "memory_budget" =
   compiler-chosen recomputation, projected as per-op SAC and reported.
@@ -221,9 +223,9 @@ KEYS: dict[str, Key] = {
         "pipeline_parallel_last_stage_less_layers", "pipeline_parallel_layers_per_stage",
         "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "pipeline_parallel_expert_parallel_overlap",
         "context_parallel_degree", "context_parallel_rotate_method", "expert_parallel_degree",
-        "expert_tensor_parallel_degree", "expert_parallel_comm_backend")},
+        "expert_tensor_parallel_degree", "expert_parallel_comm_backend", "spmd_backend")},
     **{f"parallelism.{k}": _NEUTRAL for k in ("context_parallel_load_balancer", "context_parallel_ptrr_mask_key",
-                                              "spmd_backend", "pipeline_parallel_split_points")},
+                                              "pipeline_parallel_split_points")},
     "parallelism.disable_loss_parallel": _u(False, "memory: the full-vocabulary logits on every TP rank"),
     "parallelism.pipeline_parallel_schedule_csv": _u("", "time: a pipeline schedule read from a CSV file"),
     "parallelism.enable_fsdp_symm_mem": _u(False, "time: FSDP collectives over symmetric memory"),
@@ -1002,6 +1004,13 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                       job_get(job, "model._moe_comm_backend") or "standard",
                       ("standard", "deepep", "hybridep", "minimal_async_ep", "none"))
     dispatcher = {"deepep": "deepep", "hybridep": "hybridep"}.get(backend, "alltoall")
+    # 0.3's AllToAllTokenDispatcher (models/common/token_dispatcher.py ``_dispatch_token_exchange`` /
+    # ``_combine_token_exchange``): under the default ``spmd_types`` backend, eager, spmd_types' ``all_to_all``
+    # (torch.distributed.all_to_all in an autograd Function), else the functional ``all_to_all_single``
+    # (v0.1 / v0.2 always); cost/titan_sac.py op_sac_keeps_ep_a2a
+    spmd = _choice(par, "parallelism", "spmd_backend", "spmd_types",
+                   ("partial_dtensor", "full_dtensor", "spmd_types")) if version == "0.3" else "partial_dtensor"
+    a2a = "c10d" if model.is_moe and backend == "standard" and spmd == "spmd_types" else "functional"
     if backend == "minimal_async_ep" and model.is_moe and ep > 1:
         unmod.append(UnmodelledFlag(flag="moe_comm_backend", value=backend,
                                     effect="time: asynchronous EP dispatch (projected as all-to-all)"))
@@ -1078,7 +1087,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                 tp_comm_overlap=async_tp and sp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
                 train_iters=steps, compile=compile_on, compile_loss=compile_loss, loss_chunks=loss_chunks,
                 moe_token_dispatcher=dispatcher,
-                moe_glue_eager=glue_eager,
+                moe_glue_eager=glue_eager, moe_a2a_collective=a2a,
                 overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
                 offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),
             cluster=cl,
@@ -1314,6 +1323,12 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
                             "torchtitan: alltoall (standard) or deepep" + (
                                 " (0.3: chosen by the config function's model)" if version == "0.3" else ""))
         put("parallelism.expert_parallel_comm_backend", backend, "standard")
+    if t.moe_a2a_collective != ot.moe_a2a_collective and plan.model.is_moe:
+        if version != "0.3":
+            raise PlanError("training.moe_a2a_collective", t.moe_a2a_collective,
+                            "functional (torchtitan before 0.3 has no spmd_backend)")
+        put("parallelism.spmd_backend", "spmd_types" if t.moe_a2a_collective == "c10d" else "partial_dtensor",
+            "spmd_types")
 
     # ---- pipeline schedule and layout
     cur_sched = cur("parallelism.pipeline_parallel_schedule", "1F1B") or "1F1B"

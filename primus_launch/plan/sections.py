@@ -541,6 +541,15 @@ class Training(BoundedSection):
                                    "permute / unpermute run eager, with compile.enable too (an MoE block is "
                                    "compiled submodule by submodule, torchtitan PR #1895; cost/titan_moe.py); "
                                    "torchtitan 0.3 compiles the whole block")
+    moe_a2a_collective: Literal["functional", "c10d"] = Field(
+        default="functional", description="TorchTitan: the collective its eager all-to-all dispatcher sends the EP "
+                                          "tokens with: functional (_c10d_functional.all_to_all_single, on per-op "
+                                          "SAC's save list: v0.1 / v0.2, and 0.3 with parallelism.spmd_backend "
+                                          "partial_dtensor / full_dtensor) or c10d (0.3's default spmd_types backend: "
+                                          "torch.distributed.all_to_all inside spmd_types' autograd Function, not "
+                                          "on the list: per-op SAC keeps neither all-to-all output and re-runs "
+                                          "the layer's forward exchanges in its backward); a compiled block always "
+                                          "traces the functional one (cost/titan_sac.py op_sac_keeps_ep_a2a)")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
                                         "deepep / hybridep (Megatron flex dispatcher backends: one copy per "

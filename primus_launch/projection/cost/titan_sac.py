@@ -5,11 +5,26 @@ Rule (torchtitan ``distributed/activation_checkpoint.py`` ``SelectiveAC``: "Save
 second mm/linear"; ``force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]``): every second ``aten.mm`` of the
 block's forward in program order (:func:`titan_block_mms`) plus the MoE router gate, each at
 ``compute.gemm_time`` on the plan's GEMM format.
+
+The EP exchanges of an MoE block (:func:`op_sac_keeps_ep_a2a`): the save list holds
+``torch.ops._c10d_functional.all_to_all_single.default``.  TorchTitan 0.3.0's ``AllToAllTokenDispatcher``
+(``models/common/token_dispatcher.py`` ``_token_count_exchange`` / ``_dispatch_token_exchange`` /
+``_combine_token_exchange``) calls that functional op when compiling (``torch.compiler.is_compiling()``) or when
+``parallelism.spmd_backend`` is not ``spmd_types``; eager under the default ``spmd_types`` it calls spmd_types'
+``all_to_all`` (0.2.3 ``_collectives.py`` ``_AllToAllStack`` / ``_AllToAllUneven``: ``torch.split`` +
+``torch.distributed.all_to_all`` = ``c10d.alltoall_`` + ``torch.cat``), none of which is on the list, so the policy
+returns PREFER_RECOMPUTE for all three forward exchanges (the per-expert counts and the two token exchanges)
+and the block's backward re-runs them before its own two gradient all-to-alls (traced with torchtitan's
+``SelectiveAC`` on a gloo group, torch 2.13: 3 ``c10d.alltoall_`` in the forward, 5 in the backward;
+``tests/test_titan_sac_all_to_all.py``).  The backward of every MoE layer then adds the layer's forward EP
+seconds, ``ep_f = sum of the forward dispatcher collectives`` (``cost/moe_dispatch.py``: ``E 8`` + ``2 T k h 2``
+bytes per rank at the busiest rank's factor, exposed as ``steps/layer.py`` prices it): ``steps/stage.py``.
+The memory side is :func:`memory.titan.layer_activation_bytes` ``a2a_kept``.
 """
 
 from __future__ import annotations
 
-from primus_launch.plan import ModelArch
+from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection.cost.compute import gemm_time
 from primus_launch.projection.cost.layer_ops import LayerOps
 
@@ -59,3 +74,20 @@ def op_sac_recompute_fwd(acc: LayerOps, m: ModelArch, T: int, t: int, moe: bool)
     return tot * acc.slow
 
 
+
+
+def op_sac_keeps_ep_a2a(plan: Plan) -> bool:
+    """Whether TorchTitan's per-op SAC keeps an MoE block's EP token all-to-all outputs (module doc): False only for
+    the alltoall dispatcher sending with the c10d collective (``training.moe_a2a_collective``: torchtitan 0.3's
+    ``spmd_types`` backend) in an eager block; a compiled block traces the functional ``all_to_all_single``, which
+    is on the save list."""
+    t = plan.training
+    return not (t.moe_a2a_collective == "c10d" and t.moe_token_dispatcher == "alltoall" and not t.compile)
+
+
+def op_sac_reruns_ep_forward(plan: Plan) -> bool:
+    """Whether a TorchTitan plan's per-op SAC re-runs every MoE layer's forward EP exchanges in its backward (module
+    doc): per-op recompute, experts over more than one EP rank, and the all-to-alls not kept
+    (:func:`op_sac_keeps_ep_a2a`)."""
+    return (plan.framework == "torchtitan" and plan.training.recompute.granularity in ("op", "selective")
+            and plan.model.is_moe and plan.parallel.ep > 1 and not op_sac_keeps_ep_a2a(plan))

@@ -6,7 +6,9 @@ string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's 
 compute times (:class:`~primus_launch.projection.layer_times.LayerTimes`) and the exposed
 communication of :class:`~.layer.LayerCosts`; full recompute (``cost/recompute.py``) re-runs the
 recomputed layers' forward, their TP / CP / EP communication included, in the backward; selective
-recompute adds its modules' forward per layer; offloaded layers their exposed host-link time.  MTP
+recompute adds its modules' forward per layer (TorchTitan's per-op SAC, where it keeps no EP all-to-all
+output, every MoE layer's forward EP seconds too: ``cost/titan_sac.py``); offloaded layers their exposed host-link
+time.  MTP
 layers (with the loss unless the layout string places them) are priced as decoder layers of the last
 layer's kind plus their norms / eh_proj and their own output head + loss.  The chunk holding the
 embedding adds it and its TP calls, the one holding the loss (and each MTP layer) the final norm,
@@ -27,6 +29,7 @@ from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import layer_collectives as lc
 from primus_launch.projection.cost.ep_comm import combined_step_p2p
 from primus_launch.projection.cost.recompute import recomputed_layers
+from primus_launch.projection.cost.titan_sac import op_sac_reruns_ep_forward
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.pipeline.simulate import ChunkCost
 from primus_launch.projection.steps.layer import LayerCosts
@@ -112,6 +115,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     sync_mb = layer.fsdp and pp > 1 and p.fsdp_pp_grad_sync == "microbatch"
     nic = layer.fsdp_ep_nic if (sync_mb and m.is_moe) else (0.0, 0.0)
     rec_dense_sel, rec_moe_sel = (layer.recompute_fwd.get(False, 0.0), layer.recompute_fwd.get(True, 0.0))
+    sac_a2a = op_sac_reruns_ep_forward(plan)
     emb_tp2, head_tp2 = layer.embedding_tp, layer.head_tp
 
     # the decoder layers kept out of the FP8 / FP4 context (Plan.bf16_layer_ids): their BF16 times (Setup.lt_bf16)
@@ -183,7 +187,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
             q.tp = tpl_f + tpl_b + tpl_r
             q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
-            q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
+            # per-op SAC that does not keep the EP all-to-alls (torchtitan 0.3 spmd_types, eager) re-runs every MoE
+            # layer's forward exchanges in its backward (cost/titan_sac.py op_sac_reruns_ep_forward)
+            sac_moe = n_moe if sac_a2a else 0
+            q.ep = n_moe * (ep_f + ep_b) + (rec_moe + sac_moe) * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
             if sync_mb and kinds:
                 # the chunk's first FSDP units wait (fsdp_microbatch_edges) in place of the first layer's
@@ -201,7 +208,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 q.dp += ef + eb
             q.f += tpl_f + n_cp * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
             q.bi += (tpl_b + n_cp * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
-                     + tpl_r + (rec_dense + rec_moe) * cp_f + rec_moe * ep_f)
+                     + tpl_r + (rec_dense + rec_moe) * cp_f + (rec_moe + sac_moe) * ep_f)
             if chunk.embedding:
                 q.f += lt.embedding.fwd_s + emb_tp2[0]
                 q.bi += lt.embedding.bwd_input_s + emb_tp2[1]
