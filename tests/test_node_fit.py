@@ -173,3 +173,33 @@ def test_bisection_searches_below_a_run_of_skipped_counts():
     s = search_nodes(plan, base, fake_project, replan)
     assert s.fits_from_nodes == 10 and s.exact
     assert {12, 13, 14, 15} <= {t.nodes for t in s.tried if t.skipped}
+
+
+# user20: Megatron-LM examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh leaves its #SBATCH counts as placeholders
+# (sbatch refuses '--nodes=your_own_num_nodes'): the count the reader falls back to is its own choice, not the
+# recipe's, so a plan that does not fit there gets the node search (was: 1 node, 'DOES NOT FIT', no search)
+_MLM_ARGS = ("--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+             "--group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 "
+             "--swiglu --normalization RMSNorm --untie-embeddings-and-output-weights --vocab-size 128256 "
+             "--tensor-model-parallel-size 8 --sequence-parallel --use-distributed-optimizer "
+             "--micro-batch-size 1 --global-batch-size 256 --bf16 --recompute-activations")
+
+
+@pytest.mark.parametrize("nodes, fitted", [("your_own_num_nodes", True), ("<NODES>", True), ("2", False)])
+def test_sbatch_placeholder_node_count_is_fitted(tmp_path, capsys, nodes, fitted):
+    text = (f'#!/bin/bash\nCMD="cd /workspace; python pretrain_gpt.py {_MLM_ARGS}"\nsbatch <<EOF\n#!/bin/bash\n'
+            f"#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=8\n"
+            'srun --mpi=pmix -l bash -x -c "${CMD}"\nEOF\n')
+    p = tmp_path / "sbatch_run.sh"
+    p.write_text(text)
+    d = _json(capsys, str(p))
+    assert d["plan"]["source"]["nodes_fitted"] is fitted
+    if not fitted:  # stated: projected as stated, no search
+        assert d["plan"]["cluster"]["num_nodes"] == 2 and d["memory"]["node_search"] is None
+        return
+    assert d["plan"]["cluster"]["num_nodes"] == 1 and d["memory"]["verdict"] == "does not fit"
+    n = d["memory"]["fits_from_nodes"]
+    assert isinstance(n, int) and n > 1
+    # independently: the same script on --nodes N fits, on N // 2 it does not
+    assert _json(capsys, str(p), "--nodes", str(n))["memory"]["verdict"] == "fits"
+    assert _json(capsys, str(p), "--nodes", str(n // 2))["memory"]["verdict"] != "fits"

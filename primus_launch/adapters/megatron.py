@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron_bash import unstated_note
+from primus_launch.adapters.megatron_bash import NODES_FALL_BACK, unstated_note
 from primus_launch.adapters.megatron_forks import fork_problem
 from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.sbatch_edit import sbatch_count_edits
@@ -449,8 +449,10 @@ def _refuse_config_file_command(rec: Any, cluster: Cluster, where: str,
 
 def _nodes_defaulted(rec: Any) -> bool:
     """Whether the node count of ``rec``'s cluster is the default cluster's (:func:`_default_note` names
-    ``num_nodes``: neither the recipe nor the partial cluster flags state it)."""
-    return any((m := _DEFAULT_COUNTS.search(n)) is not None and "num_nodes=" in m.group(1)
+    ``num_nodes``: neither the recipe nor the partial cluster flags state it), also where the recipe means to
+    state it and does not (:func:`megatron_bash.unstated_note`: ``#SBATCH --nodes=your_own_num_nodes``, which
+    sbatch refuses; Megatron-LM's ``examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh``)."""
+    return any(((m := _DEFAULT_COUNTS.search(n)) is not None and "num_nodes=" in m.group(1)) or NODES_FALL_BACK in n
                for n in getattr(rec, "notes", []))
 
 
