@@ -1325,7 +1325,7 @@ class ShellState:
                         have = True
                 else:
                     for p in pcs:
-                        if p.ch in " \t\n":
+                        if p.ch in " \t\n" and p.lit != OPAQUE:  # a command's source is no output to split
                             if have or cur:
                                 fields.append(cur)
                             cur, have = [], False
