@@ -206,7 +206,32 @@ def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, 
     else:
         rec = ms.from_script(text, path, script_args, script_env)
         written = given or _script_cluster(rec, cfg, path, overrides)
-    return rec, written.completed(overrides, world) if given is None and overrides else written
+    out = written.completed(overrides, world) if given is None and overrides else written
+    return rec, (reference_node(rec, out, overrides) if given is None else out)
+
+
+def reference_node(rec: Any, cluster: Cluster, overrides: Mapping[str, Any] | None) -> Cluster:
+    """``cluster`` with the GPU's reference node size (``GPUSpec.gpus_per_node``, "a reader's default for
+    Cluster.gpus_per_node": 4 for a GB200 / GB300 compute tray) where neither the recipe nor the flags state the GPUs
+    per node and the default cluster's 8 was taken (:func:`_default_note` names ``gpus_per_node``): ``--gpu gb200
+    --nodes 8`` of a functional test's model_config.yaml was 8 x 8 = 64 GPUs, where 8 GB200 trays hold 32."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    if (overrides or {}).get("gpus_per_node") is not None:
+        return cluster
+    said = f"gpus_per_node={cluster.gpus_per_node}"
+    at = next((i for i, n in enumerate(getattr(rec, "notes", []))
+               if (m := _DEFAULT_COUNTS.search(n)) is not None and said in m.group(1)), None)
+    if at is None:
+        return cluster
+    try:
+        ref = get_gpu(cluster.gpu).gpus_per_node
+    except Exception:  # noqa: BLE001 -- an unknown GPU is refused elsewhere, naming it
+        return cluster
+    if ref == cluster.gpus_per_node:
+        return cluster
+    rec.notes[at] = rec.notes[at].replace(said, f"gpus_per_node={ref} ({cluster.gpu}'s reference node)", 1)
+    return cluster.model_copy(update={"gpus_per_node": ref})
 
 
 def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str,
