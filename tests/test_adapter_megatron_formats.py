@@ -381,7 +381,8 @@ def test_writer_dash_flag_yaml_expresses_new_fields(tmp_path):
     _same_tunables(new, back)
     assert '--data-parallel-sharding-strategy: "optim_grads_params"' in out or \
         "--data-parallel-sharding-strategy: optim_grads_params" in out
-    assert "--recompute-modules: [core_attn, layernorm]" in out and "--attention-backend: unfused" in out
+    # the functional-test runner's list form (user20: brackets stripped, words split; test_functional_test_lists)
+    assert '--recompute-modules: "[core_attn layernorm]"' in out and "--attention-backend: unfused" in out
     assert "--manual-gc: true" in out and "# Distributed args" in out
 
 

@@ -230,7 +230,7 @@ def test_uneven_pipeline_split_names_the_ways_out(tmp_path):
         load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8))
     msg = str(ei.value)
     assert msg.startswith("--pipeline-model-parallel-size=8: must divide --num-layers=12") and "\n" not in msg
-    assert "--decoder-first/last-pipeline-num-layers" in msg
+    assert "--decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 3" in msg  # user20: a pair
     f.write_text(FUNCTIONAL.replace("  --global-batch-size: 32\n", "  --global-batch-size: 32\n"
                                     "  --pipeline-model-parallel-size: 8\n  --decoder-first-pipeline-num-layers: 5\n"
                                     "  --decoder-last-pipeline-num-layers: 1\n"))

@@ -173,3 +173,100 @@ def test_bisection_searches_below_a_run_of_skipped_counts():
     s = search_nodes(plan, base, fake_project, replan)
     assert s.fits_from_nodes == 10 and s.exact
     assert {12, 13, 14, 15} <= {t.nodes for t in s.tried if t.skipped}
+
+
+# user20: Megatron-LM examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh leaves its #SBATCH counts as placeholders
+# (sbatch refuses '--nodes=your_own_num_nodes'): the count the reader falls back to is its own choice, not the
+# recipe's, so a plan that does not fit there gets the node search (was: 1 node, 'DOES NOT FIT', no search)
+_MLM_ARGS = ("--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+             "--group-query-attention --num-query-groups 8 --seq-length 4096 --max-position-embeddings 4096 "
+             "--swiglu --normalization RMSNorm --untie-embeddings-and-output-weights --vocab-size 128256 "
+             "--tensor-model-parallel-size 8 --sequence-parallel --use-distributed-optimizer "
+             "--micro-batch-size 1 --global-batch-size 256 --bf16 --recompute-activations")
+
+
+@pytest.mark.parametrize("nodes, fitted", [("your_own_num_nodes", True), ("<NODES>", True), ("2", False)])
+def test_sbatch_placeholder_node_count_is_fitted(tmp_path, capsys, nodes, fitted):
+    text = (f'#!/bin/bash\nCMD="cd /workspace; python pretrain_gpt.py {_MLM_ARGS}"\nsbatch <<EOF\n#!/bin/bash\n'
+            f"#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=8\n"
+            'srun --mpi=pmix -l bash -x -c "${CMD}"\nEOF\n')
+    p = tmp_path / "sbatch_run.sh"
+    p.write_text(text)
+    d = _json(capsys, str(p))
+    assert d["plan"]["source"]["nodes_fitted"] is fitted
+    if not fitted:  # stated: projected as stated, no search
+        assert d["plan"]["cluster"]["num_nodes"] == 2 and d["memory"]["node_search"] is None
+        return
+    assert d["plan"]["cluster"]["num_nodes"] == 1 and d["memory"]["verdict"] == "does not fit"
+    n = d["memory"]["fits_from_nodes"]
+    assert isinstance(n, int) and n > 1
+    # independently: the same script on --nodes N fits, on N // 2 it does not
+    assert _json(capsys, str(p), "--nodes", str(n))["memory"]["verdict"] == "fits"
+    assert _json(capsys, str(p), "--nodes", str(n // 2))["memory"]["verdict"] != "fits"
+
+
+# user20: a Megatron-LM functional test's model_config.yaml states no cluster; Megatron-LM's
+# tests/functional_tests/test_cases/mixtral/deepseekv3_proxy_flex_tp2pp2emp16etp1cp1_gb_200_release has TP 2 x PP 2 and
+# EP 8 x ETP 1 x PP 2 = 16 GPUs, which the default 1 x 8 node cannot hold (megatron/core/parallel_state.py
+# initialize_model_parallel: the world must divide by tp*cp*pp and by etp*ep*pp): read on the fewest nodes that hold
+# it, as the README says of a recipe on the default node (was: refused, 'etp*ep*pp=16 must divide world size 8')
+_FT_YAML = """\
+ENV_VARS:
+  CUDA_DEVICE_MAX_CONNECTIONS: 1
+MODEL_ARGS:
+  --num-layers: 4
+  --hidden-size: 1024
+  --ffn-hidden-size: 4096
+  --num-attention-heads: 16
+  --seq-length: 2048
+  --max-position-embeddings: 2048
+  --vocab-size: 32000
+  --tensor-model-parallel-size: 2
+  --pipeline-model-parallel-size: 2
+  --expert-model-parallel-size: 8
+  --expert-tensor-parallel-size: 1
+  --sequence-parallel: true
+  --num-experts: 16
+  --moe-router-topk: 2
+  --moe-grouped-gemm: true
+  --micro-batch-size: 1
+  --global-batch-size: 64
+  --bf16: true
+"""
+
+
+def test_default_node_widened_to_the_degrees(tmp_path, capsys):
+    from primus_launch.adapters.megatron import load_megatron
+    from primus_launch.plan import Cluster
+
+    p = tmp_path / "model_config.yaml"
+    p.write_text(_FT_YAML)
+    plan = load_megatron(p)
+    c = plan.cluster
+    assert (c.num_nodes, c.gpus_per_node) == (2, 8) and plan.source.nodes_fitted
+    # Megatron's rule, independently: etp*ep*pp = 1*8*2 = 16 and tp*cp*pp = 4 divide 16, not 8
+    assert c.world_size % (1 * 8 * 2) == 0 and 8 % (1 * 8 * 2) != 0
+    assert plan.dp == 16 // (2 * 2)
+    assert any("num_nodes=2 (the fewest nodes of 8 GPUs" in n for n in plan.source.notes)
+    # a node count the user states is kept, and refused as before
+    with pytest.raises(PlanError, match="must divide world size 8"):
+        load_megatron(p, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+    assert main(["--project", str(p), "--dry-run", "--nodes", "1"]) == 2
+    capsys.readouterr()
+    d = _json(capsys, str(p))
+    assert d["num_gpus"] == 16
+
+
+
+def test_fewest_nodes_is_the_first_count_megatron_accepts():
+    from primus_launch.adapters.node_size import fewest_nodes
+
+    for tp, cp, pp, ep, etp, gpn, mbs, gbs in [(2, 1, 2, 8, 1, 8, 1, 64), (8, 1, 4, 64, 1, 8, 1, 4096),
+                                               (1, 1, 3, 1, 1, 8, 1, 24), (4, 2, 1, 8, 1, 4, 2, 96)]:
+        n = fewest_nodes(tp, cp, pp, ep, etp, gpn, mbs, gbs)
+
+        def legal(k: int) -> bool:  # parallel_state's divisibility and the batch's (validate_args)
+            w = k * gpn
+            return w % (tp * cp * pp) == 0 and w % (etp * ep * pp) == 0 and gbs % (mbs * w // (tp * cp * pp)) == 0
+
+        assert legal(n) and not any(legal(k) for k in range(1, n))

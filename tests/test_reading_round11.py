@@ -69,14 +69,19 @@ def test_functional_test_gpus_per_node_must_be_a_count(tmp_path):
 
 def test_world_size_rule_on_the_default_cluster_names_it(tmp_path):
     text = _MODEL_ARGS.split("MODEL_ENV_VARS")[0] + "MODEL_ARGS:" + _MODEL_ARGS.split("\nMODEL_ARGS:")[1]
+    # PP 12: a world of 8n GPUs holds it from 3 nodes (dp 2), where a global batch of one micro-batch cannot split;
+    # no node count holds both (user20: a count that does is read instead, test_node_fit)
     text = text.replace("--tensor-model-parallel-size: 1", "--tensor-model-parallel-size: 1\n"
-                        "  --pipeline-model-parallel-size: 16")
-    text = text.replace("--num-layers: 4", "--num-layers: 16")
+                        "  --pipeline-model-parallel-size: 12")
+    text = text.replace("--num-layers: 4", "--num-layers: 12")
     with pytest.raises(PlanError) as e:
         load_recipe(_write(tmp_path, text))
     msg = str(e.value)
     assert "world size 8" in msg and "the recipe states no GPU count" in msg and "--nodes" in msg
     assert "\n" not in msg
+    # PP 16 fits 2 nodes (dp 1): read there, the note saying so (user20)
+    plan = load_recipe(_write(tmp_path, text.replace(": 12", ": 16")))
+    assert plan.cluster.world_size == 16 and plan.source.nodes_fitted
 
 
 # --------------------------------------------------------------------------- launch commands given after --

@@ -22,7 +22,8 @@ from typing import Any, Callable, Mapping
 from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron_bash import unstated_note
+from primus_launch.adapters.megatron_bash import NODES_FALL_BACK, unstated_note
+from primus_launch.adapters.node_size import fewest_nodes
 from primus_launch.adapters.megatron_forks import fork_problem
 from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.sbatch_edit import sbatch_count_edits
@@ -205,7 +206,32 @@ def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, 
     else:
         rec = ms.from_script(text, path, script_args, script_env)
         written = given or _script_cluster(rec, cfg, path, overrides)
-    return rec, written.completed(overrides, world) if given is None and overrides else written
+    out = written.completed(overrides, world) if given is None and overrides else written
+    return rec, (reference_node(rec, out, overrides) if given is None else out)
+
+
+def reference_node(rec: Any, cluster: Cluster, overrides: Mapping[str, Any] | None) -> Cluster:
+    """``cluster`` with the GPU's reference node size (``GPUSpec.gpus_per_node``, "a reader's default for
+    Cluster.gpus_per_node": 4 for a GB200 / GB300 compute tray) where neither the recipe nor the flags state the GPUs
+    per node and the default cluster's 8 was taken (:func:`_default_note` names ``gpus_per_node``): ``--gpu gb200
+    --nodes 8`` of a functional test's model_config.yaml was 8 x 8 = 64 GPUs, where 8 GB200 trays hold 32."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    if (overrides or {}).get("gpus_per_node") is not None:
+        return cluster
+    said = f"gpus_per_node={cluster.gpus_per_node}"
+    at = next((i for i, n in enumerate(getattr(rec, "notes", []))
+               if (m := _DEFAULT_COUNTS.search(n)) is not None and said in m.group(1)), None)
+    if at is None:
+        return cluster
+    try:
+        ref = get_gpu(cluster.gpu).gpus_per_node
+    except Exception:  # noqa: BLE001 -- an unknown GPU is refused elsewhere, naming it
+        return cluster
+    if ref == cluster.gpus_per_node:
+        return cluster
+    rec.notes[at] = rec.notes[at].replace(said, f"gpus_per_node={ref} ({cluster.gpu}'s reference node)", 1)
+    return cluster.model_copy(update={"gpus_per_node": ref})
 
 
 def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str,
@@ -275,6 +301,37 @@ def _on_default_cluster(e: PlanError, rec: Any) -> PlanError:
         return e
     return PlanError(e.field, e.value, f"{e.allowed} (the recipe states no GPU count: cluster {said} by default; "
                                        "pass --nodes / --gpus-per-node)")
+
+
+def _fewest_default_nodes(e: PlanError, rec: Any, written: Cluster, args: Mapping[str, Any]) -> Cluster | None:
+    """The default cluster widened to the fewest nodes the recipe's parallel degrees fit
+    (:func:`node_size.fewest_nodes`: ``tp * cp * pp`` and ``etp * ep * pp`` divide the world, the data-parallel size
+    the batch) when ``e`` is a world-size rule broken on the default node of a recipe that states no node count (a
+    Megatron-LM functional test's ``model_config.yaml`` of TP 2 x PP 2 x EP 8 on 1 x 8 GPUs: README, "a Megatron
+    recipe on the default node ... is projected on the fewest nodes its parallel degrees allow"); None otherwise."""
+    if not _nodes_defaulted(rec) or not _WORLD_RULE.search(e.allowed):
+        return None
+
+    def deg(key: str, dflt: int) -> int:
+        v = args.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else dflt
+
+    tp = deg("tensor_model_parallel_size", 1)
+    mbs = deg("micro_batch_size", 1)
+    gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else None
+    n = fewest_nodes(tp, deg("context_parallel_size", 1), deg("pipeline_model_parallel_size", 1),
+                     deg("expert_model_parallel_size", 1), deg("expert_tensor_parallel_size", tp),
+                     written.gpus_per_node, mbs, gbs)
+    return None if n <= written.num_nodes else written.model_copy(update={"num_nodes": n})
+
+
+def _say_fitted_nodes(rec: Any, written: Cluster, wider: Cluster) -> None:
+    """The default-cluster note (:func:`_default_note`) naming the node count :func:`_fewest_default_nodes` chose."""
+    for i, n in enumerate(rec.notes):
+        if _DEFAULT_COUNTS.search(n) and f"num_nodes={written.num_nodes}" in n:
+            rec.notes[i] = n.replace(f"num_nodes={written.num_nodes}", f"num_nodes={wider.num_nodes} (the fewest "
+                                     f"nodes of {wider.gpus_per_node} GPUs its parallel degrees fit)", 1)
+            return
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str, deepep_pin: str | None = None,
@@ -401,10 +458,18 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
                           script_env=script_env)
     _check_family(rec)
     _refuse_config_file_command(rec, written, str(p))
+    args = _hybrid_program_args(rec, _recipe_args(rec, p))
     try:
-        plan = plan_from_args(_hybrid_program_args(rec, _recipe_args(rec, p)), written, name=p.stem)
+        plan = plan_from_args(args, written, name=p.stem)
     except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
-        raise _on_default_cluster(e, rec) from None
+        wider = _fewest_default_nodes(e, rec, written, args) if cluster is None else None
+        if wider is None:
+            raise _on_default_cluster(e, rec) from None
+        try:
+            plan = plan_from_args(args, wider, name=p.stem)
+        except PlanError as e2:  # another rule on the wider world: the default node's refusal; else that rule's
+            raise (_on_default_cluster(e, rec) if _WORLD_RULE.search(e2.allowed) else e2) from None
+        _say_fitted_nodes(rec, written, wider)
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
     out = _with_source(plan, rec, str(p), fmt)
     if script_args:
@@ -449,8 +514,10 @@ def _refuse_config_file_command(rec: Any, cluster: Cluster, where: str,
 
 def _nodes_defaulted(rec: Any) -> bool:
     """Whether the node count of ``rec``'s cluster is the default cluster's (:func:`_default_note` names
-    ``num_nodes``: neither the recipe nor the partial cluster flags state it)."""
-    return any((m := _DEFAULT_COUNTS.search(n)) is not None and "num_nodes=" in m.group(1)
+    ``num_nodes``: neither the recipe nor the partial cluster flags state it), also where the recipe means to
+    state it and does not (:func:`megatron_bash.unstated_note`: ``#SBATCH --nodes=your_own_num_nodes``, which
+    sbatch refuses; Megatron-LM's ``examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh``)."""
+    return any(((m := _DEFAULT_COUNTS.search(n)) is not None and "num_nodes=" in m.group(1)) or NODES_FALL_BACK in n
                for n in getattr(rec, "notes", []))
 
 

@@ -816,6 +816,34 @@ def _remember_run_files(a: dict[str, Any]) -> None:
         remember_named(a.get(dest), flag)
 
 
+def pipeline_split_hint(L: int, pp: int, acc_e: bool, acc_l: bool) -> str:
+    """What makes ``L`` layers split over ``pp`` stages, in Megatron-LM's own terms (``validate_args``,
+    ``megatron/training/arguments.py`` @d98e8a6: the layers plus one per ``--account-for-*-in-pipeline-split``
+    flag divide by pp; else ``--decoder-first/last-pipeline-num-layers``, the middle stages sharing the rest evenly;
+    else a ``--pipeline-model-parallel-layout``): the account-for flags not yet set that make the count divide
+    (Primus's Llama 3.1 405B experiment: 126 layers on PP 8, 126 + 2 = 128), then a first / last pair whose middle
+    stages hold ceil(L / pp) layers each."""
+    adds = [(e, l) for e, l in ((True, True), (True, False), (False, True))
+            if (e or acc_e, l or acc_l) != (acc_e, acc_l) and (L + (e or acc_e) + (l or acc_l)) % pp == 0]
+    out = []
+    if adds:
+        e, l = adds[0]
+        flags = [f for f, on, had in (("--account-for-embedding-in-pipeline-split", e, acc_e),
+                                      ("--account-for-loss-in-pipeline-split", l, acc_l)) if on and not had]
+        total = L + (e or acc_e) + (l or acc_l)
+        out.append(f"set {' and '.join(flags)} ({total} = {pp} x {total // pp} slots, the embedding / loss each "
+                   "counted as one layer)")
+    if not (acc_e or acc_l):  # Megatron asserts the account-for flags and an uneven split are not combined
+        for each in range(-(-L // pp), 0, -1):  # the middle stages' share, from the even one down
+            rest = L - each * (pp - 2)
+            if rest >= 2:
+                out.append(f"set --decoder-first-pipeline-num-layers {rest // 2} --decoder-last-pipeline-num-layers "
+                           f"{rest - rest // 2}" + (f" ({pp - 2} middle stages of {each})" if pp > 2 else ""))
+                break
+    out.append("set --pipeline-model-parallel-layout")
+    return "or " + "; or ".join(out)
+
+
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
     """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default).
 
@@ -1017,8 +1045,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         raise PlanError("--pipeline-model-parallel-size", pp,
                         f"must divide --num-layers={L}" + (f" + {acc_e + acc_l} (--account-for-*)" if acc_e or acc_l
                                                           else "")
-                        + " (Megatron asserts); or set --decoder-first/last-pipeline-num-layers or "
-                          "--pipeline-model-parallel-layout")
+                        + f" (Megatron asserts); {pipeline_split_hint(L, pp, acc_e, acc_l)}")
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vpp = a["num_virtual_stages_per_pipeline_rank"]
     elif a.get("virtual_pipeline_model_parallel_size") is not None:

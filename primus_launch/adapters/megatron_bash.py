@@ -926,10 +926,17 @@ def unstated_why(unread: dict[str, str], fields: tuple[str, ...], flag: str | No
     return None if flag is None else f"{flag} has no value (an unset variable?)"
 
 
+#: the words :func:`unstated_note` says a node count the script leaves unread falls back by (the reader then fits
+#: the node count as for a recipe that states none: ``megatron.load_megatron``)
+NODES_FALL_BACK = "the node count falls back to"
+
+
 def unstated_note(path: str, k: int, why: str, value: int) -> str:
     """The reader's note for an unstated count (:func:`unstated_why`): ``k`` 0 the node count, 1 the
     processes per node, falling back to ``value``."""
-    count = ("node count", "--nodes") if k == 0 else ("count of processes per node", "--gpus-per-node")
+    if k == 0:
+        return f"{path}: {why}: {NODES_FALL_BACK} {value} (pass --nodes or a wrapper TOML's [cluster] to state it)"
+    count = ("count of processes per node", "--gpus-per-node")
     return (f"{path}: {why}: the {count[0]} falls back to {value} "
             f"(pass {count[1]} or a wrapper TOML's [cluster] to state it)")
 
@@ -1318,7 +1325,7 @@ class ShellState:
                         have = True
                 else:
                     for p in pcs:
-                        if p.ch in " \t\n":
+                        if p.ch in " \t\n" and p.lit != OPAQUE:  # a command's source is no output to split
                             if have or cur:
                                 fields.append(cur)
                             cur, have = [], False

@@ -66,6 +66,12 @@ class YamlRecipe:
 
     # ----- edits
     def _scalar_text(self, value: Any, dest: str = "") -> str:
+        if self.key_style == "flag" and isinstance(value, (list, tuple)):
+            # a functional test's MODEL_ARGS list as its runner passes one: the string "[a b c]", brackets stripped
+            # and the words split (tests/functional_tests/shell_test_utils/_run_training.sh @d98e8a6, the
+            # "value is wrapped in [ ]" case; every list-valued MODEL_ARGS upstream is written so); a flow sequence
+            # [a, b] would reach Megatron-LM as the words 'a,' and 'b'
+            return '"[' + " ".join(str(v) for v in value) + ']"'
         if dest in self.shell_escaped and isinstance(value, str):
             txt = runner_escaped(value)
             return f"'{txt}'" if re.match(r"[-?:,\[\]{}#&*!|>'\"%@`]", txt) or ": " in txt or " #" in txt else txt

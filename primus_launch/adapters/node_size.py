@@ -17,6 +17,27 @@ from typing import Optional
 from primus_launch.plan import Plan
 
 
+def fewest_nodes(tp: int, cp: int, pp: int, ep: int, etp: int, gpn: int, mbs: Optional[int],
+                 gbs: Optional[int]) -> int:
+    """The fewest nodes of ``gpn`` GPUs whose world the parallel degrees divide (Megatron-LM's
+    ``parallel_state.initialize_model_parallel``: ``tp * cp * pp`` and ``etp * ep * pp`` divide the world) and whose
+    data-parallel size divides ``gbs / mbs``; where no count up to 4096 does, the fewest the degrees alone fit, so that
+    the plan's own check names what does not fit (``global_batch_size``, or the expert degree against the experts),
+    not a 1-node world.  (A recipe that states no node count: a Primus experiment, a Megatron recipe on the default
+    node.)"""
+    first = None
+    for n in range(1, 4097):
+        w = n * gpn
+        if w % (tp * cp * pp) or w % (etp * ep * pp):
+            continue
+        first = first or n
+        dp = w // (tp * cp * pp)
+        if mbs and gbs and gbs % (mbs * dp):
+            continue
+        return n
+    return first or 1
+
+
 def node_size_note(plan: Plan) -> Optional[str]:
     """The note for a node of ``plan`` larger than its GPU's reference scale-up domain (module doc); None otherwise
     (a domain the cluster states, ``cluster.nvlink_domain``, is the user's own statement and is not noted)."""

@@ -62,6 +62,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
+from primus_launch.adapters.node_size import fewest_nodes
 from primus_launch.adapters.primus_fla import fla_kernel_env, fla_loss
 from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
@@ -423,27 +424,22 @@ def gpu_from_folder(path: Path) -> Optional[tuple[str, str]]:
     return None
 
 
-def _fit_nodes(tp: int, cp: int, pp: int, ep: int, etp: int, gpn: int, mbs: Optional[int], gbs: Optional[int]) -> int:
-    """The fewest nodes of ``gpn`` GPUs whose world the parallel degrees divide and whose data-parallel size divides
-    ``gbs / mbs``; where no count up to 4096 does, the fewest the degrees alone fit, so that the plan's own check
-    names what does not fit (``global_batch_size``, or the expert degree against the experts), not a 1-node world."""
-    first = None
-    for n in range(1, 4097):
-        w = n * gpn
-        if w % (tp * cp * pp) or w % (etp * ep * pp):
-            continue
-        first = first or n
-        dp = w // (tp * cp * pp)
-        if mbs and gbs and gbs % (mbs * dp):
-            continue
-        return n
-    return first or 1
+def _reference_gpus_per_node(gpu: str) -> int:
+    """The GPU's reference node size (``GPUSpec.gpus_per_node``: 8 for an MI300X / MI355X platform, 4 for a GB200
+    tray), 8 for a GPU the database does not hold (refused elsewhere, naming it)."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    try:
+        return get_gpu(gpu).gpus_per_node
+    except Exception:  # noqa: BLE001
+        return 8
 
 
 def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Optional[int], gbs: Optional[int],
                     notes: list[str], overrides: Optional[Mapping[str, Any]] = None) -> Cluster:
     """The cluster of a Primus config (which states none): partial cluster flags ``overrides`` first; the GPU
-    from the folder name; ``--gpus-per-node``, else 8, per node; ``--nodes``, else the smallest node count the
+    from the folder name; ``--gpus-per-node``, else the GPU's reference node size (8 on an AMD platform), per node;
+    ``--nodes``, else the smallest node count the
     layout fits on that many GPUs per node.  One note per field that is not the user's (a guess or a default)."""
     o = dict(overrides or {})
     hit = gpu_from_folder(path)
@@ -451,9 +447,9 @@ def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Op
         notes.append(f"cluster.gpu={hit[0]}: guessed from the folder name {hit[1]!r}" if hit else
                      "cluster.gpu=mi300x: the config names no GPU (give --gpu)")
     gpu = o.get("gpu") or (hit[0] if hit else "mi300x")
-    gpn = o.get("gpus_per_node") or 8
+    gpn = o.get("gpus_per_node") or _reference_gpus_per_node(gpu)
     tp, cp, pp, ep, etp = degrees
-    n = o.get("num_nodes") or _fit_nodes(tp, cp, pp, ep, etp, gpn, mbs, gbs)
+    n = o.get("num_nodes") or fewest_nodes(tp, cp, pp, ep, etp, gpn, mbs, gbs)
     if "num_nodes" not in o:
         notes.append(f"cluster: {n} node(s) x {gpn} GPUs, the smallest node count that fits the parallel layout "
                      "(Primus configs do not state the node count; give --nodes"

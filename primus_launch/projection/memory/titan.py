@@ -747,6 +747,9 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
                         "side_pools": grads + g_out + prefetched}))
         grads += g_out
         del U
+    if not levels:  # a rank with no module (a placement leaving one PP rank no layer, embedding nor head)
+        levels.append((static + pp_extra, {"gradients": 0.0, "activations": 0.0, "transient": pp_extra,
+                                           "side_pools": 0.0}))
     return max(levels, key=lambda x: x[0])
 
 
