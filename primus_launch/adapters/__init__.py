@@ -180,7 +180,12 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
         raise UserError(f"recipe.framework={w.framework!r}: {w.written} is a {plan.framework} recipe; name its "
                         "framework or leave the key out (detected from the file)")
     src = plan.source.model_copy(update={"wrapper_path": str(path)})
-    return plan.model_copy(update={"source": src})
+    update: dict = {"source": src}
+    if w.software:  # [software]: the run's versions (plan/software.py), over the plan's
+        from primus_launch.plan import Software
+
+        update["software"] = Software(**{**plan.software.model_dump(), **w.software})
+    return plan.model_copy(update=update)
 
 
 def native_path(plan: Plan) -> Path:

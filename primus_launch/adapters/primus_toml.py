@@ -14,6 +14,9 @@
 
     [hardware]                           # optional: extra/overridden GPU specs (TOML or YAML)
     file = "my_gpus.toml"
+
+    [software]                           # optional: the run's software where it is not the modelled stack
+    torch = "2.8.0"                      # torch.__version__ of the run (plan.software.torch, plan/software.py)
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def _read(path: Path) -> dict:
     from primus_launch.inputs import expect, parse_toml, read_text
 
     data = parse_toml(read_text(path, "recipe"), "recipe", str(path))
-    for table in ("recipe", "cluster", "hardware"):
+    for table in ("recipe", "cluster", "hardware", "software"):
         if table in data:
             expect(data[table], dict, table, f"a table ([{table}])")
     rec = data.get("recipe", {})
@@ -40,6 +43,8 @@ def _read(path: Path) -> dict:
         if key in rec:
             expect(rec[key], str, f"recipe.{key}", "a string" + (" (a file name relative to this file)"
                                                                   if key == "path" else ""))
+    if "torch" in data.get("software", {}):
+        expect(data["software"]["torch"], str, "software.torch", "a string (a torch version, e.g. \"2.8.0\")")
     if "file" in data.get("hardware", {}):
         expect(data["hardware"]["file"], str, "hardware.file", "a string (a TOML/YAML file relative to this file)")
     return data
@@ -50,7 +55,7 @@ def is_wrapper(path: Path) -> bool:
     ``[recipe]`` (without ``path``) or only the wrapper's tables is a broken wrapper (read as one, so
     that the refusal names what is missing), never a TorchTitan job (which has neither)."""
     data = _read(path)
-    return "recipe" in data or (bool(data) and set(data) <= {"cluster", "hardware"})
+    return "recipe" in data or (bool(data) and set(data) <= {"cluster", "hardware", "software"})
 
 
 def wrapper_primus_root(path: Path) -> Path | None:
@@ -65,8 +70,8 @@ def wrapper_primus_root(path: Path) -> Path | None:
 class Wrapper:
     """What a wrapper states: the native recipe it points at (``target``, resolved; ``written``: as the
     wrapper spells it), the cluster fields it names (plan field names), the framework it insists on
-    (None: detected) and the Primus checkout (``primus_root``, relative to the wrapper; None when
-    absent)."""
+    (None: detected), the Primus checkout (``primus_root``, relative to the wrapper; None when
+    absent) and the run's software versions (``[software]``: ``plan.software`` fields)."""
 
     path: Path
     target: Path
@@ -74,6 +79,7 @@ class Wrapper:
     cluster: dict
     framework: str | None
     primus_root: Path | None
+    software: dict   # plan.software's fields the wrapper's [software] table states (plan/software.py)
 
 
 def read_wrapper(path: Path) -> Wrapper:
@@ -83,12 +89,19 @@ def read_wrapper(path: Path) -> Wrapper:
     from primus_launch.inputs import expect, file_name, read_text
 
     data = _read(path)
-    unknown = set(data) - {"recipe", "cluster", "hardware"}
+    unknown = set(data) - {"recipe", "cluster", "hardware", "software"}
     bad = set(data.get("recipe", {})) - {"path", "framework", "primus_root"}
     if bad:
         raise UserError(f"{path}: unknown [recipe] key(s) {sorted(bad)}; allowed: path, framework, primus_root")
     if unknown:
-        raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware")
+        raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware, software")
+    bad_sw = set(data.get("software", {})) - {"torch"}
+    if bad_sw:
+        raise UserError(f"{path}: unknown [software] key(s) {sorted(bad_sw)}; allowed: torch")
+    if "torch" in data.get("software", {}):
+        from primus_launch.plan import parse_torch_version
+
+        parse_torch_version(data["software"]["torch"])
     bad_hw = set(data.get("hardware", {})) - {"file"}
     if bad_hw:
         raise UserError(f"{path}: unknown [hardware] key(s) {sorted(bad_hw)}; allowed: file")
@@ -135,7 +148,8 @@ def read_wrapper(path: Path) -> Wrapper:
     root = data["recipe"].get("primus_root")
     return Wrapper(path=path, target=target, written=str(data["recipe"]["path"]), cluster=cluster, framework=fw,
                    primus_root=None if root is None else path.parent / file_name(root, "recipe.primus_root",
-                                                                                 "a folder name"))
+                                                                                 "a folder name"),
+                   software=dict(data.get("software", {})))
 
 
 def tuned_recipe_path(wrapper: Path, native: Path) -> Path:

@@ -32,6 +32,7 @@ from primus_launch.plan.legality import legality_problems
 from primus_launch.plan.normal_form import normalize
 from primus_launch.plan.sections import (Cluster, Framework, ModelArch, Parallelism, PlanError, Source, StrictModel,
                                          Training)
+from primus_launch.plan.software import Software
 
 
 class Plan(StrictModel):
@@ -40,6 +41,8 @@ class Plan(StrictModel):
     training: Training
     cluster: Cluster = Field(default_factory=Cluster)
     source: Optional[Source] = None
+    # the run's software versions where they differ from the modelled stack (plan/software.py; None: current)
+    software: Software = Field(default_factory=Software)
 
     # ----- derived -----
     @property

@@ -299,8 +299,15 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         extra += f"; activation clamp {m.activation_clamp:g} unfused (clamp, clamp, cat)"
     if m.softmax_type != "vanilla" and prof.name == "megatron-te" and prof.attention == "cudnn":
         extra += f"; softmax {m.softmax_type} (sinks): TE disables FlashAttention, cuDNN fused attention"
+    if prof.fused_norm:
+        norms = "fused"
+    elif m.normalization == "rmsnorm":
+        ver = plan.software.torch or "current"
+        norms = f"eager ({'torch fused' if prof.torch_fused_rms else 'composite'} RMSNorm, torch {ver})"
+    else:
+        norms = "eager"
     rows = [
-        ("profile", f"{prof.name}: norms {'fused' if prof.fused_norm else 'eager'}, activation "
+        ("profile", f"{prof.name}: norms {norms}, activation "
                     f"{'fused' if prof.fused_act else 'eager'}, RoPE {rope}, "
                     f"attention {prof.attention}, cross-entropy {prof.ce}{extra}"),
         ("host launch per kernel", f"{1e6 * prof.host_per_kernel:.1f} us ({mode}; fitted to "

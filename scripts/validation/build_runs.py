@@ -685,6 +685,9 @@ def main() -> int:
             out.append(row)
     for row in out:
         row["groups"] = groups_of(row["plan"], row["id"])
+    from torch_versions import apply as apply_torch_versions   # plan.software.torch where the source states / dates it
+
+    apply_torch_versions(out)
     doc = {"generated_by": "scripts/validation/build_runs.py",
            "input": ["shared/validation/published_runs.json", "scripts/validation/current_runs.json"],
            "calibration_rule": ("every third of the older rows (Narayanan, Korthikanti, llm-foundry, TorchTitan) "

@@ -7,11 +7,14 @@ host:
 ==================  ==========================  ==========================  ===========================
                     megatron (Megatron-Core+TE) torchtitan (eager)          torchtitan (torch.compile)
 ==================  ==========================  ==========================  ===========================
-norm                one fused kernel (TE /      RMSNorm: eager composite    fused by inductor
-                    apex); TE LayerNormLinear   (float, pow, mean, rsqrt,   (one kernel)
-                    writes the FP8 copies of    mul, cast, mul: 6 kernels,
-                    the QKV / FC1 inputs        ~36 B/elem); LayerNorm: one
-                                                ATen kernel
+norm                one fused kernel (TE /      RMSNorm: torch >= 2.9 one   fused by inductor
+                    apex); TE LayerNormLinear   fused ATen kernel (4 B/elem (one kernel)
+                    writes the FP8 copies of    fwd, 10 B bwd), older torch
+                    the QKV / FC1 inputs        the composite (float, pow,
+                                                mean, rsqrt, mul, cast, mul:
+                                                6 kernels, ~36 B/elem),
+                                                cost/torch_rmsnorm.py;
+                                                LayerNorm: one ATen kernel
 SwiGLU / GeLU       fused (bias_swiglu /        silu + mul (2 kernels,      fused
                     bias_gelu fusion)           10 B/elem); gelu 1 kernel
 RoPE                fused (apply_rope_fusion)   complex multiply in fp32    fused
@@ -86,6 +89,9 @@ class Profile:
     # sort_chunks_by_idxs: split / cat per EP x local-expert chunk, cost/moe_host.py item 4); TorchTitan 0.3.0
     # permutes with one index gather whatever the chunk count (models/common/token_dispatcher.py _permute)
     sorts_per_chunk: bool = False
+    # eager nn.RMSNorm runs PyTorch's fused _fused_rms_norm kernel (torch >= 2.9, plan.software.torch;
+    # cost/torch_rmsnorm.py), else the ATen composite; moot where fused_norm (TE / inductor) is set
+    torch_fused_rms: bool = True
 
 
 def _host_constants() -> dict:
@@ -107,9 +113,11 @@ def profile_of(plan: Plan, arch: str) -> Profile:
     eager = _eager_t_launch()
     compiled = _host_constants().get("compile", {}).get("t_launch", eager)
     fac = host_cpu_factor(plan.cluster.gpu)
+    from primus_launch.projection.cost.torch_rmsnorm import torch_fuses_rms_norm
+
     return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
                     t.moe_permute_fusion, eager * fac, compiled * fac, t.rope_fusion,
-                    plan.model.softmax_type != "vanilla", fac)
+                    plan.model.softmax_type != "vanilla", fac, torch_fuses_rms_norm(plan.software.torch))
 
 
 def eager_host_per_kernel(prof: Profile) -> float:
@@ -131,7 +139,7 @@ def host_cpu_factor(gpu: str) -> float:
 @lru_cache(maxsize=256)
 def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion: bool, permute_fusion: bool,
              eager: float, compiled: float, rope_fusion: bool = True, sinks: bool = False,
-             fac: float = 1.0) -> Profile:
+             fac: float = 1.0, torch_fused_rms: bool = True) -> Profile:
     amd = arch.startswith("cdna")
     if framework == "torchtitan":
         attn = "ck" if amd else "fa2"
@@ -139,7 +147,8 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
             attn = "unfused"
         if compile_:
             return Profile("torchtitan-compile", True, False, True, True, "torch", False, True, compiled, attn, fac)
-        return Profile("torchtitan-eager", False, False, False, False, "torch", False, True, eager, attn, fac)
+        return Profile("torchtitan-eager", False, False, False, False, "torch", False, True, eager, attn, fac,
+                       torch_fused_rms=torch_fused_rms)
     # Megatron-Core (+ Transformer Engine on NVIDIA, TE-ROCm / Primus on AMD)
     if backend in ("unfused", "local"):
         attn = "unfused"

@@ -4,7 +4,7 @@ measured host-bound step (``scripts/fit_kernels.py`` writes the fit into ``cost/
 
 from __future__ import annotations
 
-from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Software, Source, Training
 
 
 def host_fit_workload() -> dict:
@@ -33,7 +33,11 @@ def host_fit_workload() -> dict:
                     training=Training(global_batch_size=1, micro_batch_size=1, recompute={"granularity": "full"},
                                       compile=mode == "compile"),
                     cluster=Cluster(gpu="b200", num_nodes=1, gpus_per_node=1),
-                    source=Source(framework="torchtitan"))
+                    source=Source(framework="torchtitan"),
+                    # the benchmark's model is HF transformers' LlamaRMSNorm, a Python composite (to fp32, pow,
+                    # mean, add, rsqrt, mul, to bf16, mul) on any torch: priced as the composite that eager
+                    # nn.RMSNorm ran before torch 2.9 (cost/torch_rmsnorm.py), not the fused kernel
+                    software=Software(torch="2.8.0"))
         n = kernels_per_step(plan)
         out[mode] = dict(t_launch=round(secs / n, 8), kernels=n, step_s=secs, gpu_step_s=graph_s,
                          records=[rec["id"]])

@@ -24,6 +24,7 @@ from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost.compute import KERNEL_MIN_S, arch_of, elementwise_time, gemm_time, quant_time
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.elementwise_bytes import LAYERNORM_EAGER, NORM_FUSED, RMSNORM_EAGER
+from primus_launch.projection.cost.torch_rmsnorm import RMSNORM_TORCH_FUSED
 from primus_launch.projection.cost.expert_gemm_backend import grouped_backend
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile
 from primus_launch.projection.cost.host_sync import SYNC_BEFORE, launch_bound_seconds
@@ -223,10 +224,16 @@ class LayerOps:
 
     def norm(self, elems: float, m: ModelArch, name: str) -> None:
         """A norm over ``elems`` elements: streaming bytes and kernels of :data:`NORM_FUSED` (TE / fused),
-        else eager PyTorch's :data:`RMSNORM_EAGER` / :data:`LAYERNORM_EAGER` (backward 2x the forward bytes)."""
+        else eager PyTorch's: RMSNorm on torch >= 2.9 the fused ATen kernel (``cost/torch_rmsnorm.py``
+        ``RMSNORM_TORCH_FUSED``: 4 B per element forward in 1 kernel, 10 B backward in 3), on older torch
+        :data:`RMSNORM_EAGER`; LayerNorm :data:`LAYERNORM_EAGER` (backward 2x the forward bytes)."""
         p = self.prof
         if p.fused_norm:
             nb, kf, kb = NORM_FUSED
+        elif m.normalization == "rmsnorm" and p.torch_fused_rms:
+            fb, bb, kf, kb = RMSNORM_TORCH_FUSED
+            self.elem(fb * elems, name, bb / fb, (kf, kb))
+            return
         else:
             nb, kf, kb = RMSNORM_EAGER if m.normalization == "rmsnorm" else LAYERNORM_EAGER
         self.elem(nb * elems, name, 2.0, (kf, kb))

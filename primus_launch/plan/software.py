@@ -1,0 +1,52 @@
+"""The software stack a run used, where it differs from the stack the projection models.
+
+Framework-neutral: a version a recipe cannot state (the recipe names no torch release) but which changes
+which kernels run, so a cost model can price the kernels of that release.  ``None`` means "the current stack":
+the versions the projection's cost and memory models were written against (torch 2.13, torchtitan 0.3.0;
+``primus_launch/data``).  Set from a wrapper TOML's ``[software]`` table (``adapters/primus_toml.py``) or a
+validation row whose source states or dates the run's torch (``scripts/validation``).
+
+The torch version is a PEP 440 version as ``torch.__version__`` prints it: a release (``2.8.0``, ``2.9.1+cu128``),
+a nightly (``2.9.0.dev20250801+cu126``) or a source build (``2.6.0a0+git1963fc8``: the version main carried
+between two releases).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from packaging.version import InvalidVersion, Version
+from pydantic import field_validator
+
+from primus_launch.plan.sections import PlanError, StrictModel
+
+_TORCH_ALLOWED = ("a torch version as torch.__version__ prints it (2.8.0, 2.9.1+cu128, 2.9.0.dev20250801, "
+                  "2.6.0a0+git1963fc8), or leave it out for the current stack")
+
+
+def parse_torch_version(text: str, field: str = "software.torch") -> Version:
+    """``text`` as a :class:`packaging.version.Version` with at least major.minor; a :class:`PlanError` naming
+    ``field`` otherwise."""
+    try:
+        v = Version(text.strip())
+    except InvalidVersion:
+        raise PlanError(field, text, _TORCH_ALLOWED) from None
+    if len(v.release) < 2 or v.epoch:
+        raise PlanError(field, text, _TORCH_ALLOWED)
+    return v
+
+
+class Software(StrictModel):
+    """Versions of the run's software stack (module doc); ``None``: the current stack."""
+
+    torch: Optional[str] = None
+
+    @field_validator("torch")
+    @classmethod
+    def _torch_version(cls, v: Optional[str]) -> Optional[str]:
+        if v is None:
+            return None
+        if not isinstance(v, str) or len(v) > 100:
+            raise PlanError("software.torch", v, _TORCH_ALLOWED)
+        parse_torch_version(v)
+        return v.strip()
