@@ -143,6 +143,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             # (an E layer's own TP calls: the MoE layer's less the attention half)
             n_tp_half = sum(1 for k_, w in kinds if w in ("M", "*", "-")) if hyb else 0
             n_cp = sum(1 for _, w in kinds if w == "*") if hyb else n
+            n_mamba = sum(1 for _, w in kinds if w == "M") if hyb else 0   # their own CP all-to-alls
             rec_j = recomputed_layers(plan, list(range(len(kinds))), chunk,
                                       mtp_ids[rank][c] if mtp_ids is not None else ())
             rec = [kinds[j] for j in rec_j]
@@ -182,7 +183,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 tpl_b = n_dense * tp_b + n_moe * tpm_b
                 tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
             q.tp = tpl_f + tpl_b + tpl_r
-            q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
+            q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f + n_mamba * sum(layer.cp_mamba)
             q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
             if sync_mb and kinds:
