@@ -288,8 +288,10 @@ def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool, cp: int
 
 def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     """What the projection does not model of a hybrid Mamba / attention plan, as (field, value, what is allowed):
-    per-op recompute and module offloading (selective recompute is priced per symbol:
-    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py), full sharding (FSDP units are GPT layers), MTP
+    per-op recompute and whole-layer offloading (selective recompute is priced per symbol:
+    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py; fine-grained module offloading moves nothing on a
+    hybrid stack, cost/offload.py ``module_offload_inert``; context parallelism is priced, module doc), full
+    sharding (FSDP units are GPT layers), MTP
     without its depth's pattern or with Mamba layers in it (a depth of ``*`` / ``-`` / ``E`` layers is priced symbol
     by symbol, projection/steps/stage.py) and TorchTitan (no hybrid Mamba models)."""
     m, p, t = plan.model, plan.parallel, plan.training
@@ -301,8 +303,8 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
         out.append(("source.framework", plan.framework, f"{why}: Megatron-LM / Megatron-Bridge only"))
     if t.recompute.granularity == "op":
         out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none, full or selective"))
-    if t.offload.activation_layers or t.offload.activation_modules:
-        out.append(("training.offload", "activation offloading", f"{why}: off"))
+    if t.offload.activation_layers:
+        out.append(("training.offload.activation_layers", t.offload.activation_layers, f"{why}: 0"))
     if p.dp_sharding == "full":
         out.append(("parallel.dp_sharding", "full", f"{why}: none, optimizer or optimizer_grads"))
     if m.mtp_num_layers and not m.hybrid_mtp_pattern:

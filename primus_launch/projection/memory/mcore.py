@@ -114,6 +114,7 @@ from primus_launch.plan import (ATTENTION_RECOMPUTE_MODULES, STATE_DTYPE_BYTES, 
                                 PipelineSchedule, Plan, Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.cost.recompute import effective_granularity
 from primus_launch.projection.memory.activations import (
     TE,
@@ -216,7 +217,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ce = t.loss_impl
     return McoreOpts(
         modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
-        offload_modules=tuple(sorted(set(t.offload.activation_modules))),
+        # nothing offloaded where megatron-core never opens an offload chunk (cost/offload.py module_offload_inert)
+        offload_modules=() if module_offload_inert(plan) else tuple(sorted(set(t.offload.activation_modules))),
         optimizer_offload=t.offload.optimizer_fraction,
         state_offload=t.offload.optimizer_state_fraction, state_chunk_mb=t.offload.optimizer_state_chunk_mb,
         main_grads=4 if fp32_grads else 2,
@@ -765,7 +767,7 @@ def _layers_kept(m, moe, chunk, opts: McoreOpts, gran, method, rnum, dense_act, 
         else:
             N = min(N, n)
             kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
-    elif m.is_hybrid and gran == "selective":   # module offloading of hybrid stacks is refused (dryrun)
+    elif m.is_hybrid and gran == "selective":   # module offloading moves nothing on them (cost/offload.py)
         kept_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp,
                                       tuple(opts.modules), cp=cp) for i in chunk.layers]
     elif m.is_hybrid:

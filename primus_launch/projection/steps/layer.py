@@ -17,7 +17,7 @@ from primus_launch.projection.cost.ep_comm import (ep_exposed, ep_layer_comm, ep
                                                    walk_contention)
 from primus_launch.projection.cost.fsdp import (FsdpBytes, fsdp_bytes, fsdp_ep_nic_sharing, fsdp_layer_exposed,
                                                 fsdp_microbatch_edges, fsdp_reshards_after_forward, fsdp_unit_comm)
-from primus_launch.projection.cost.offload import module_offload_exposed, offload_exposed
+from primus_launch.projection.cost.offload import module_offload_exposed, module_offload_inert, offload_exposed
 from primus_launch.projection.cost.recompute import recompute_modules_fwd
 from primus_launch.projection.cost.tp_comm import cdmc_unordered, tp_exposed, tp_layer_comm
 from primus_launch.projection.steps.setup import Setup
@@ -147,7 +147,8 @@ def layer_costs(s: Setup) -> LayerCosts:
     # whole layers (the first of each chunk) or, without them, the named modules of every layer (the
     # memory model's rule: megatron-core offloads modules only when no layer is offloaded)
     off = ({moe: offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_layers else
-           {moe: module_offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_modules
+           {moe: module_offload_exposed(plan, lt, spec, moe) for moe in kinds}
+           if t.offload.activation_modules and not module_offload_inert(plan)
            else {})
     return LayerCosts(
         tp_raw=tp_raw, tp=tp, tp_moe_raw=tp_moe_raw, tp_moe=tp_moe,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import layer_collectives as lc
 from primus_launch.projection.cost.ep_comm import combined_step_p2p
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.cost.recompute import recomputed_layers
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.pipeline.simulate import ChunkCost
@@ -163,7 +164,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             else:
                 q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
             n_off = min(t.offload.activation_layers, n) if t.offload.activation_layers else \
-                (n if t.offload.activation_modules else 0)
+                (n if t.offload.activation_modules and not module_offload_inert(plan) else 0)
             if n_off:
                 for kk in kinds[:n_off]:
                     of, ob = layer.offload[kk[0]]
