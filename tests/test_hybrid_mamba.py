@@ -195,8 +195,10 @@ def test_projection_prices_every_symbol_and_refuses_what_it_does_not_model():
 
     text = explain_text(plan)
     assert "SSD chunk scan" in text and "kernels per hybrid layer" in text
-    with pytest.raises(PlanError, match="parallel.cp"):
-        project_dry_run(plan.with_changes(parallel={"cp": 2}))
+    with pytest.raises(PlanError, match="parallel.dp_sharding"):
+        project_dry_run(plan.with_changes(parallel={"dp_sharding": "full"}))
+    # context parallelism is priced (tests/test_hybrid_cp.py)
+    assert project_dry_run(plan.with_changes(parallel={"cp": 2})).tokens_per_sec_per_gpu > 0
     # the measured path cannot build Mamba layers without mamba_ssm: the dry run is substituted, said in a note
     meas = project(plan, dry_run=False)
     assert any("not measured" in n for n in meas.notes)

@@ -572,5 +572,13 @@ def _hybrid_problems(plan: PlanSections) -> list[Problem]:
             out.append(("model.mamba_num_groups", G, f"must divide the Mamba heads ({H})"))
         if H % p.tp or G % p.tp:
             out.append(("parallel.tp", p.tp, f"must divide the Mamba heads ({H}) and groups ({G})"))
+        elif p.cp > 1:
+            # megatron-core 0.16.1 ssm/mamba_context_parallel.py MambaContextParallel.__init__'s asserts
+            ht, gt = H // p.tp, G // p.tp
+            if ht % p.cp:
+                out.append(("parallel.cp", p.cp, f"must divide the Mamba heads per TP rank ({ht})"))
+            elif (gt < p.cp and p.cp % gt) or (gt >= p.cp and gt % p.cp):
+                out.append(("parallel.cp", p.cp, f"must divide, or be a multiple of, the Mamba groups per TP rank "
+                                                 f"({gt})"))
     return out
 

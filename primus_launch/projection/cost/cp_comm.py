@@ -15,6 +15,9 @@ rank's attention heads; MLA: K = the nope + rope head dims, V its own):
   ``allgather``) or per-step rotation (``p2p``) in forward and again in backward, plus the per-step
   rotation of the fp32 dK,dV in backward (``_RotateMethod.ALL_TO_ALL``), overlapped with the
   attention core like ``p2p``.
+
+A hybrid stack's Mamba layers (megatron-core 0.16.1 ``ssm/mamba_context_parallel.py``) run their own all-to-alls
+whatever ``cp_comm_type`` is: :func:`mamba_cp_comm` (``cost/mamba.py`` module doc, Context parallelism).
 """
 
 from __future__ import annotations
@@ -64,3 +67,19 @@ def cp_layer_comm(plan: Plan, spec: GPUSpec, lay: Layout) -> tuple[float, float]
         # in backward, dK and dV reduce-scattered (cost/layer_collectives.py)
         return lc.priced(lc.cp_calls(plan), gpu, {"cp": lay.cp})
     return (p.cp - 1) * step, (p.cp - 1) * 2 * step
+
+
+def mamba_cp_comm(plan: Plan, spec: GPUSpec, lay: Layout) -> tuple[float, float]:
+    """Raw seconds (forward, backward) of one Mamba layer's context-parallel all-to-alls (megatron-core 0.16.1
+    ``ssm/mamba_context_parallel.py``): ``pre_conv_ssm``'s 5 (z, x, B, C, dt of ``in_proj``'s output, [T, b, w] ->
+    [cp T, b, w / cp]) and ``post_conv_ssm``'s 1 (the scan's output back), each :func:`collectives.all_to_all` of
+    ``cost.mamba.cp_all_to_all_bytes`` over the CP group, in line on the compute stream (nothing overlaps them);
+    the backward runs the same six on the gradients (``tensor_parallel.all_to_all``'s ``_AllToAll.backward``).
+    (0, 0) without CP or without Mamba layers."""
+    from primus_launch.projection.cost.mamba import cp_all_to_all_bytes
+
+    p, m = plan.parallel, plan.model
+    if p.cp <= 1 or not m.is_hybrid or "M" not in (m.hybrid_pattern or ""):
+        return 0.0, 0.0
+    one = sum(coll.all_to_all(b, lay.cp, spec.name) for b in cp_all_to_all_bytes(m, lc.rank_tokens(plan), p.tp, p.cp))
+    return one, one

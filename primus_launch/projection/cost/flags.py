@@ -7,6 +7,7 @@ Each becomes an :class:`~primus_launch.plan.UnmodelledFlag` in ``ProjectionResul
 from __future__ import annotations
 
 from primus_launch.plan import Plan, UnmodelledFlag
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.cost.recompute import full_recompute_inert
 
 
@@ -51,6 +52,11 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
             "time, memory: a hybrid (Mamba) stack recomputes no layer under full granularity in megatron-core 0.16.1 "
             "(ssm/mamba_block.py MambaStack has no checkpointed forward): priced as no recompute; Megatron-LM "
             "118933a859 (2026-05-14) and later recompute it")
+    if module_offload_inert(plan):
+        add("training.offload.activation_modules", ",".join(t.offload.activation_modules),
+            "time, memory: a hybrid (Mamba) stack offloads nothing in megatron-core 0.16.1 (models/mamba/mamba_model.py "
+            "never opens a fine-grained offload chunk): priced as no offloading; Megatron-LM 92d5c1f4d1 (2026-04-09) "
+            "and later offload it")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
     if m.is_moe and t.moe_expert_rank_capacity_factor is not None:

@@ -24,10 +24,14 @@ from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 
 
-def _mamba_mixer(acc: LayerOps, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda_unfused: bool) -> None:
+def _mamba_mixer(acc: LayerOps, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda_unfused: bool,
+                 cp: int = 1) -> None:
     """A Mamba layer (``cost/mamba.py``): the input norm fused into ``in_proj`` [T, (2 d_i + 2GN + H)/t, h],
     megatron-core's two layout copies, causal_conv1d over the x / B / C channels, the SSD chunk scan (priced from its
-    H100 measurement), the gated RMSNorm, ``out_proj`` [T, h, d_i/t] and the residual add."""
+    H100 measurement), the gated RMSNorm, ``out_proj`` [T, h, d_i/t] and the residual add.  With context
+    parallelism (``cp`` > 1) the conv and scan run over the c T tokens of the full sequence for 1 / c of the
+    channels (``mamba.scan_width``; the all-to-alls are communication, ``cost/cp_comm.py`` ``mamba_cp_comm``) and
+    the copies around the all-to-alls are added (``mamba.cp_copy_bytes``)."""
     h = m.hidden_size
     acc.scope = "mamba"
     acc.mods = ("layernorm",)
@@ -35,8 +39,12 @@ def _mamba_mixer(acc: LayerOps, m: ModelArch, t: int, T: int, Tn: int, gpu: str,
     acc.mods = ()
     acc.gemm(T, max(1, mamba.in_proj_width(m) // t), h, name="Mamba in_proj", input_fused=acc.prof.norm_linear,
              ub="fc1", col=True)
-    acc.elem(mamba.layout_copy_bytes(m, T, t), "Mamba layout copies (zxBCdt to b-l-d, y back to l-b-d)", 1.0, (2, 2))
-    acc.elem(mamba.conv1d_bytes(m, T, t), "causal_conv1d (x, B, C) + SiLU (backward: forward recomputed)",
+    if cp > 1:
+        acc.elem(mamba.cp_copy_bytes(m, T, t, cp), "Mamba CP copies (all-to-all split / cat, load-balance reorder)",
+                 1.0, (9, 9))
+    acc.elem(mamba.layout_copy_bytes(m, T, t, cp), "Mamba layout copies (zxBCdt to b-l-d, y back to l-b-d)", 1.0,
+             (2, 2))
+    acc.elem(mamba.conv1d_bytes(m, T, t, cp), "causal_conv1d (x, B, C) + SiLU (backward: forward recomputed)",
              mamba.CONV_BWD_OVER_FWD, (1, 2))
     spec = get_gpu(gpu)
     f, bi = mamba.ssd_scan_seconds(m, T, t, spec.hbm_bw, spec.name)
@@ -91,7 +99,7 @@ def hybrid_layers(ctx: LayerContext) -> LayerTimes:
         kinds["E"] = moe_layer(ctx, "hybrid_moe", None, attention=False)[0]
     if "M" in pat:
         acc = new("hybrid_mamba")
-        _mamba_mixer(acc, m, tp, T, Tn, gpu, ctx.bda_unfused)
+        _mamba_mixer(acc, m, tp, T, Tn, gpu, ctx.bda_unfused, ctx.cp)
         acc.quant_flush()
         kinds["M"] = acc.times(host, graphs)
     if not ctx.bwd_sync and host > 0:

@@ -50,8 +50,8 @@ gated norm + ``A = -exp(A_log.float())`` (3 tiny); backward: causal_conv1d forwa
 ``dB``, ``dC``, ``dCB``, 2 ``_bmm_chunk_bwd``, ``ddAcs_stable``, ``_chunk_cumsum_bwd`` and ~8 small torch ops (the
 ``dD`` / ``dcb`` sums, ``ddA_cumsum_prev`` update and its flip / cumsum / flip, ``ddA +=``), about 30 launches (the model counts 5 / 14 for the scan): under
 the ``mamba`` CUDA-graph scope every Nemotron 3 recipe sets, no host cost, and a few microseconds of GPU each.  No TP
-collective inside the mixer (``in_proj`` / ``out_proj`` carry TP as column- / row-parallel GEMMs; the CP all-to-alls
-are refused, :func:`hybrid_unmodelled`).  What remains -- the SSD at training shapes and its backward -- is the one
+collective inside the mixer (``in_proj`` / ``out_proj`` carry TP as column- / row-parallel GEMMs); with context
+parallelism the mixer's own all-to-alls (below, "Context parallelism").  What remains -- the SSD at training shapes and its backward -- is the one
 calibrated constant ``calibration.MAMBA_SSD_TRAIN_FACTOR`` (fitted on the two H100 Nano rows,
 ``calibration.MAMBA_SSD_ROWS``; scripts/validation/README.md, Known gaps, ssd15), a multiplier on the record-priced
 forward and backward.
@@ -66,6 +66,24 @@ its shape, its speed at state sizes other than 128 (the ``P N`` scaling is a gue
 says SSD time grows little with N, which the ``--ssd-bytes`` what-if of ``scripts/hybrid_probe.py`` prices), and at
 chunk 128 (the record ran 256).  causal_conv1d's backward kernel is checked against causal-conv1d PR #88 (RTX PRO
 6000 Blackwell: 78-84 % of its bandwidth, a bandwidth-bound kernel as priced; ``tests/test_mamba_kernels.py``).
+
+Context parallelism (megatron-core 0.16.1 ``ssm/mamba_context_parallel.py`` ``MambaContextParallel``, called by
+``MambaMixer.forward`` / ``_ssm_training``; c = cp, T = b s / c the rank's tokens, g = ``ngroups_local_tpcp``):
+``in_proj`` and ``out_proj`` run on the rank's T tokens; ``pre_conv_ssm`` splits ``in_proj``'s output into z, x,
+B, C, dt, repeats B and C ``r = c / (G/t)`` times when G/t < c (``group_repeat_count``, one group per rank, g = 1;
+else r = 1, g = G / (t c)) and sends each through its own all-to-all (``_all_to_all_cp2hp``: [T, b, w] ->
+[c T, b, w / c]), 5 all-to-alls, then concatenates them and undoes the attention load-balancing order (a copy);
+the conv and the SSD scan run on the FULL sequence c T for H / (t c) heads, d_i / (t c) channels and g groups;
+``post_conv_ssm`` redoes the load-balancing order and sends the scan's output back (``_all_to_all_hp2cp``: [c T, b,
+d_i / (t c)] -> [T, b, d_i / t]), 1 all-to-all, before the gated norm and ``out_proj``.  Each all-to-all is
+``tensor_parallel.all_to_all`` (``_AllToAll``: its backward is the same all-to-all of the gradient), so 6 in the
+forward and 6 in the backward, of :func:`cp_all_to_all_bytes` per rank each.  Per GPU the scan's tensors are c T
+tokens over 1 / c of the channels -- the same bytes as T tokens over all of them but for B and C, which carry
+``c g N`` features per token instead of ``G N / t`` (:func:`scan_width`, :func:`scan_conv_channels`): the saved
+``zxbcdt`` / ``out_x``, the backward temporaries and the kernel bytes follow; the chunk states are ``c T / Q``
+chunks of H / (t c) heads, again the same.  The copies CP adds (:func:`cp_copy_bytes`) and the backward moment of
+the gradient's way back through the all-to-alls (:func:`mamba_backward_temp_bytes`) are priced too.  No saved
+tensor is added: ``torch.split`` / ``torch.cat`` / ``_AllToAll`` keep only sizes for their backward.
 """
 
 from __future__ import annotations
@@ -173,16 +191,70 @@ def ssd_gate_bytes(m: ModelArch, tokens: int, tp: int) -> tuple[float, float]:
     return 2.0 * per, 6.0 * per
 
 
-def conv1d_bytes(m: ModelArch, tokens: int, tp: int) -> float:
+def cp_groups(m: ModelArch, tp: int, cp: int = 1) -> int:
+    """Mamba groups of one GPU's scan, ``ngroups_local_tpcp`` (megatron-core 0.16.1 ``MambaContextParallel``):
+    G / t at cp 1; with cp = c, 1 when G / t < c (each group's state repeated over c / (G/t) ranks), else
+    G / (t c)."""
+    g, c = m.mamba_num_groups // max(1, tp), max(1, cp)
+    return g if c == 1 else (1 if g < c else g // c)
+
+
+def scan_width(m: ModelArch, tp: int, cp: int = 1) -> float:
+    """Features per token of the scan's input ``zxBCdt`` on one GPU, over the c T tokens of the full sequence:
+    ``(2 d_i + H) / (t c) + 2 g N`` (:func:`cp_groups`; at cp 1 ``in_proj``'s width over t)."""
+    c = max(1, cp)
+    return (2 * m.mamba_d_inner + m.mamba_heads) / (max(1, tp) * c) + 2 * cp_groups(m, tp, c) * m.mamba_state_dim
+
+
+def scan_conv_channels(m: ModelArch, tp: int, cp: int = 1) -> float:
+    """conv1d's channels on one GPU (``MambaContextParallel.conv1d_channels``): ``d_i / (t c) + 2 g N``."""
+    c = max(1, cp)
+    return m.mamba_d_inner / (max(1, tp) * c) + 2 * cp_groups(m, tp, c) * m.mamba_state_dim
+
+
+def cp_all_to_all_bytes(m: ModelArch, tokens: int, tp: int, cp: int) -> list[float]:
+    """Bytes each rank puts into each of the Mamba mixer's forward all-to-alls with context parallelism c > 1
+    (module doc; bf16, ``tokens`` = T = b s / c): ``pre_conv_ssm``'s z and x ``2 T d_i / t`` each, B and C after
+    their repeat ``2 T c g N`` each (``G/t x r = c g`` groups), dt ``2 T H / t``; ``post_conv_ssm``'s output
+    ``2 T d_i / t``.  The backward runs the same six on the gradients.  Empty at cp 1."""
+    if cp <= 1:
+        return []
+    t = max(1, tp)
+    zx = 2.0 * tokens * m.mamba_d_inner / t
+    bc = 2.0 * tokens * cp * cp_groups(m, tp, cp) * m.mamba_state_dim
+    return [zx, zx, bc, bc, 2.0 * tokens * m.mamba_heads / t, zx]
+
+
+def cp_copy_bytes(m: ModelArch, tokens: int, tp: int, cp: int) -> float:
+    """Forward HBM bytes (read + write, bf16) of the copies context parallelism adds to one Mamba layer (module
+    doc): in ``_all_to_all_cp2hp`` each of the 5 parts' ``torch.split`` + ``torch.cat`` along the tokens, the
+    ``torch.cat`` of the 5 received parts and ``_undo_attention_load_balancing``'s chunk + cat: 3 x ``4 c T W'``
+    (W' = :func:`scan_width`); B / C's repeat when r > 1 (read ``2 T G N / t``, write ``2 T c N`` each);
+    ``_redo_attention_load_balancing`` and ``_all_to_all_hp2cp``'s split + cat of the output: 2 x ``4 T d_i / t``.
+    The backward's split / chunk backwards (``torch.cat``) and the all-to-alls' ``contiguous`` mirror them (1x).
+    0 at cp 1."""
+    if cp <= 1:
+        return 0.0
+    t = max(1, tp)
+    out = 12.0 * tokens * cp * scan_width(m, tp, cp) + 8.0 * tokens * m.mamba_d_inner / t
+    g = m.mamba_num_groups // t
+    if g < cp:   # group_repeat_count > 1: einops.repeat materialises B and C
+        out += 2 * (2.0 * tokens * g * m.mamba_state_dim + 2.0 * tokens * cp * m.mamba_state_dim)
+    return out
+
+
+def conv1d_bytes(m: ModelArch, tokens: int, tp: int, cp: int = 1) -> float:
     """Forward bytes of causal_conv1d over the x, B, C channels of one GPU: read the bf16 input, write the bf16
-    SiLU output (the kernel taps stay in registers): ``2 x 2 B x tokens x (d_i + 2GN) / t``."""
-    return 4.0 * tokens * conv_channels(m) / tp
+    SiLU output (the kernel taps stay in registers): ``2 x 2 B x c tokens x`` :func:`scan_conv_channels`
+    (``2 x 2 B x tokens x (d_i + 2GN) / t`` at cp 1)."""
+    return 4.0 * tokens * max(1, cp) * scan_conv_channels(m, tp, cp)
 
 
-def layout_copy_bytes(m: ModelArch, tokens: int, tp: int) -> float:
-    """Forward bytes of ``MambaMixer._ssm_training``'s two layout copies (read + write, bf16): ``in_proj``'s output
-    ``4 T (2 d_i + 2GN + H)/t`` and the scan's output ``4 T d_i / t``; the backward copies their gradients back (1x)."""
-    return 4.0 * tokens * (in_proj_width(m) + m.mamba_d_inner) / tp
+def layout_copy_bytes(m: ModelArch, tokens: int, tp: int, cp: int = 1) -> float:
+    """Forward bytes of ``MambaMixer._ssm_training``'s two layout copies (read + write, bf16) over the c T tokens of
+    the scan: ``in_proj``'s output ``4 c T W'`` (:func:`scan_width`; ``4 T (2 d_i + 2GN + H)/t`` at cp 1) and the
+    scan's output ``4 T d_i / t``; the backward copies their gradients back (1x)."""
+    return 4.0 * tokens * (max(1, cp) * scan_width(m, tp, cp) + m.mamba_d_inner / max(1, tp))
 
 
 def gated_norm_bytes(m: ModelArch, tokens: int, tp: int) -> float:
@@ -191,9 +263,11 @@ def gated_norm_bytes(m: ModelArch, tokens: int, tp: int) -> float:
     return 6.0 * tokens * m.mamba_d_inner / tp
 
 
-def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool) -> float:
+def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool, cp: int = 1) -> float:
     """Bytes one Mamba layer keeps for its backward per micro-batch on one GPU (``tokens`` = b s / cp), bf16
-    tensors, from the code that saves them:
+    tensors, from the code that saves them (with context parallelism ``zxbcdt`` and ``out_x`` are over the c T
+    tokens of the full sequence and 1 / c of the features: ``2 c T W'``, :func:`scan_width`, and ``2 T d_i / t``;
+    the all-to-alls keep nothing -- module doc):
 
     - TE ``LayerNormColumnParallelLinear`` (``in_proj``): the norm's input ``2 Tn h`` and fp32 rstd ``4 Tn``, its
       output (the GEMM input) ``2 Tn h`` (Tn = tokens / t with sequence parallel);
@@ -208,15 +282,16 @@ def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool) -> floa
     t = max(1, tp)
     tn = tokens / t if sp else tokens
     h, di = m.hidden_size, m.mamba_d_inner
-    return (4.0 * tn * h + 4.0 * tn + 2.0 * tokens * in_proj_width(m) / t + 6.0 * tokens * di / t
+    return (4.0 * tn * h + 4.0 * tn + 2.0 * tokens * max(1, cp) * scan_width(m, tp, cp) + 6.0 * tokens * di / t
             + 4.0 * tokens * m.mamba_num_groups / t)
 
 
 def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     """What the projection does not model of a hybrid Mamba / attention plan, as (field, value, what is allowed):
-    context parallelism (megatron-core ``ssm/mamba_context_parallel.py``: the Mamba mixer's all-to-alls of its
-    in_proj output and back), per-op recompute and module offloading (selective recompute is priced per symbol:
-    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py), full sharding (FSDP units are GPT layers), MTP
+    per-op recompute and whole-layer offloading (selective recompute is priced per symbol:
+    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py; fine-grained module offloading moves nothing on a
+    hybrid stack, cost/offload.py ``module_offload_inert``; context parallelism is priced, module doc), full
+    sharding (FSDP units are GPT layers), MTP
     without its depth's pattern or with Mamba layers in it (a depth of ``*`` / ``-`` / ``E`` layers is priced symbol
     by symbol, projection/steps/stage.py) and TorchTitan (no hybrid Mamba models)."""
     m, p, t = plan.model, plan.parallel, plan.training
@@ -226,12 +301,10 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     out: list[tuple[str, object, str]] = []
     if plan.framework != "megatron":
         out.append(("source.framework", plan.framework, f"{why}: Megatron-LM / Megatron-Bridge only"))
-    if p.cp > 1:
-        out.append(("parallel.cp", p.cp, f"{why} (the Mamba mixer's context-parallel all-to-alls): 1"))
     if t.recompute.granularity == "op":
         out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none, full or selective"))
-    if t.offload.activation_layers or t.offload.activation_modules:
-        out.append(("training.offload", "activation offloading", f"{why}: off"))
+    if t.offload.activation_layers:
+        out.append(("training.offload.activation_layers", t.offload.activation_layers, f"{why}: 0"))
     if p.dp_sharding == "full":
         out.append(("parallel.dp_sharding", "full", f"{why}: none, optimizer or optimizer_grads"))
     if m.mtp_num_layers and not m.hybrid_mtp_pattern:
@@ -247,7 +320,7 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
 CHUNK = 128
 
 
-def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int, sp: bool = False) -> float:
+def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int, sp: bool = False, cp: int = 1) -> float:
     """Bytes a Mamba layer's backward holds at once on one GPU beyond the saved tensors (``tokens`` = b s / cp,
     Q = :data:`CHUNK`, W = ``in_proj`` width, C = conv channels, c = T / Q chunks; all over t), read from the code
     (mamba_ssm @e9594ce ``ops/triton/ssd_combined.py`` ``MambaSplitConv1dScanCombinedFn.backward`` and
@@ -263,16 +336,31 @@ def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int, sp: bool = Fal
       ``ddA_next``, ``ddA_cumsum_prev`` ``12 T H``, fp32 ``dB`` / ``dC`` ``8 T G N`` (one split at training
       sizes: ``nheads_per_program`` = H / G), ``dcb`` before and after its ``sum(2)`` ``8 T G Q``);
       ``_chunk_scan_bwd_ddAcs_stable`` (the same less the first ``dcb``, plus ``ddA_prev`` and the kernel's
-      ``4 T H ceil(Q / 32)`` partial sums, ``4 T H`` each)."""
-    t = max(1, tp)
+      ``4 T H ceil(Q / 32)`` partial sums, ``4 T H`` each).
+
+    Context parallelism ``cp`` = k > 1 (megatron-core 0.16.1 ``ssm/mamba_context_parallel.py``, module doc): the
+    scan's terms over the k T tokens of the full sequence with H / (t k) heads, d_i / (t k) channels, W' =
+    :func:`scan_width` and g = :func:`cp_groups` groups (the same bytes as at cp 1 but for B / C's repeated
+    groups); the layer's output gradient stays ``2 Tn h``.  After the scan returns, its gradient goes back through
+    ``_undo_attention_load_balancing``'s and the 5 all-to-alls' backwards: held at once at most the received
+    gradient ``2 k T W'`` (its narrowed parts keep it until the last part's all-to-all has run), the parts already
+    sent back (< ``2 T W / t``) and the largest part's ``contiguous`` copy and all-to-all output (z / x: 2 x
+    ``2 T d_i / t``) -- a third moment, beside the scan's, that the larger of sets the peak."""
+    t, k = max(1, tp), max(1, cp)
     tn = tokens / t if sp else tokens
-    H, P, N, G, di = m.mamba_heads / t, m.mamba_head_dim, m.mamba_state_dim, m.mamba_num_groups / t, m.mamba_d_inner / t
-    T, Q = float(tokens), CHUNK
-    chunks = -(-tokens // Q)
-    fixed = (2.0 * tn * m.hidden_size + 2.0 * T * di + 2.0 * T * in_proj_width(m) / t + 4.0 * T * conv_channels(m) / t
-             + 2.0 * T * di + 2.0 * T * H + 8.0 * T * H + 4.0 * T * G * Q)
+    H, P, N, di = m.mamba_heads / (t * k), m.mamba_head_dim, m.mamba_state_dim, m.mamba_d_inner / (t * k)
+    G = float(cp_groups(m, tp, k))
+    T, Q = float(tokens * k), CHUNK
+    chunks = -(-(tokens * k) // Q)
+    fixed = (2.0 * tn * m.hidden_size + 2.0 * T * di + 2.0 * T * scan_width(m, tp, k)
+             + 4.0 * T * scan_conv_channels(m, tp, k) + 2.0 * T * di + 2.0 * T * H + 8.0 * T * H + 4.0 * T * G * Q)
     states = chunks * H * P * N
     passing = 12.0 * states
     dcb = 4.0 * states + 12.0 * T * H + 8.0 * T * G * N + 8.0 * T * G * Q
     ddacs = 4.0 * states + 12.0 * T * H + 8.0 * T * G * N + 4.0 * T * G * Q + 4.0 * T * H + 4.0 * T * H * -(-Q // 32)
-    return fixed + max(passing, dcb, ddacs)
+    scan = fixed + max(passing, dcb, ddacs)
+    if k == 1:
+        return scan
+    back = (2.0 * tn * m.hidden_size + 2.0 * T * scan_width(m, tp, k) + 2.0 * tokens * in_proj_width(m) / t
+            + 2 * 2.0 * tokens * m.mamba_d_inner / t)
+    return max(scan, back)

@@ -18,6 +18,9 @@ waiting on the copies' events (Megatron-LM ``docs/user-guide/features/fine_grain
 that layer's pass and the rest is exposed: exposed = max(0, sum of the modules' bytes /
 host_link_bw - the layer's pass time), per pass and layer (:func:`module_offload_exposed`).
 
+On a hybrid (Mamba) stack under Megatron, fine-grained offloading moves nothing (:func:`module_offload_inert`):
+no bytes, no seconds, no GPU margin.
+
 A floor of that exposure over plans that share the copied bytes (the same model, micro-batch, TP / CP /
 EP sharding and named modules: :func:`module_offload_seconds`) but may differ in what sets the layer's
 pass time (CUDA graphs, dispatcher, FP8 casts, ...): the exposure is non-increasing in the pass time,
@@ -57,11 +60,34 @@ def _exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool, moved) -> tup
     return _past(_copy_seconds(plan, spec, moe, moved), lt, moe)
 
 
+def module_offload_inert(plan: Plan) -> bool:
+    """Whether ``--fine-grained-activation-offloading --offload-modules`` moves nothing for ``plan``: a Megatron
+    hybrid (Mamba) stack.
+
+    megatron-core 0.16.1 (the pinned version): the offload call sites in the attention (``transformer/
+    attention.py`` qkv_linear / core_attn / attn_proj), the transformer layer (``transformer_layer.py``
+    attn_norm / mlp_norm) and the MoE experts (``transformer/moe/experts.py`` expert_fc1 / moe_act) all go through
+    ``pipeline_parallel/fine_grained_activation_offload.py``, whose ``fine_grained_offloading_group_start`` /
+    ``group_commit`` return the tensor untouched and ``PipelineOffloadManager.__enter__`` returns without pushing
+    the saved-tensor hooks while ``_cur_forward_chunk`` is None; only ``init_model_chunk_offload_handler``
+    (``FineGrainedActivationOffloadingInterface.init_chunk_handler``) sets it, and only ``GPTModel.forward``
+    (``preprocess_for_fine_grained_offloading``) calls that -- ``models/mamba/mamba_model.py`` and ``ssm/`` never
+    do, so a hybrid model's attention / MoE layers (built from the same modules) offload nothing, keep every
+    tensor on the GPU, and the post-warm-up margin (``post_warmup_callback``, run only when a chunk was cached)
+    never arises.  The same at Megatron-LM 3758b54b2 (2026-03-27: only ``gpt_model.py`` calls
+    ``init_chunk_handler``); Megatron-LM 92d5c1f4d1 (2026-04-09, #4173 "Fix: enable fine-grained activation
+    offloading for Mamba model") added the call to ``MambaModel.forward`` -- a later Megatron-Core offloads."""
+    return (plan.framework == "megatron" and plan.model.is_hybrid
+            and bool(plan.training.offload.activation_modules))
+
+
 def _module_bytes(plan: Plan):
     """The bytes function of ``plan``'s offloaded modules: what their groups copy under the plan's selective
     recompute (``LayerActivations.copied``; megatron-core 0.16.1: a ``core_attn`` recompute opens no core_attn
     group and a ``moe`` recompute runs the experts' groups without grad, so they copy nothing, while MLA's
     ``mla_up_proj`` leaves the core_attn group its q, k, v to copy)."""
+    if module_offload_inert(plan):
+        return lambda la: 0.0
     mods = tuple(plan.training.offload.activation_modules)
     r = plan.training.recompute
     rc = tuple(r.modules) if r.granularity == "selective" else ()

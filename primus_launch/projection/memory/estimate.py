@@ -18,6 +18,7 @@ from typing import Any, Literal, Optional
 from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, PipelineSchedule, Plan, Precision, RecomputeGranularity,
                                 RecomputeMethod)
 from primus_launch.projection.cost.titan_sac import op_sac_keeps_ep_a2a
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.hardware.gpus import GiB, get_gpu, gpu_arch
 from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
@@ -160,7 +161,7 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
     if not titan:
         if t.recompute.granularity == "selective" and tuple(t.recompute.modules) != ("core_attn",):
             notes.append(f"selective recompute of {', '.join(t.recompute.modules)} (megatron-core checkpoints, measured)")
-        if t.offload.activation_layers or t.offload.activation_modules:
+        if t.offload.activation_layers or (t.offload.activation_modules and not module_offload_inert(plan)):
             notes.append("activation offloading: offloaded activations counted on the host, one layer reloaded at a "
                          "time (stated model of TE cpu_offload / Megatron fine-grained offloading)")
         if t.offload.weights:

@@ -114,6 +114,7 @@ from primus_launch.plan import (ATTENTION_RECOMPUTE_MODULES, STATE_DTYPE_BYTES, 
                                 PipelineSchedule, Plan, Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.cost.recompute import effective_granularity
 from primus_launch.projection.memory.activations import (
     TE,
@@ -216,7 +217,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ce = t.loss_impl
     return McoreOpts(
         modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
-        offload_modules=tuple(sorted(set(t.offload.activation_modules))),
+        # nothing offloaded where megatron-core never opens an offload chunk (cost/offload.py module_offload_inert)
+        offload_modules=() if module_offload_inert(plan) else tuple(sorted(set(t.offload.activation_modules))),
         optimizer_offload=t.offload.optimizer_fraction,
         state_offload=t.offload.optimizer_state_fraction, state_chunk_mb=t.offload.optimizer_state_chunk_mb,
         main_grads=4 if fp32_grads else 2,
@@ -577,7 +579,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
         if m.is_hybrid and any(m.layer_symbol(i) == "M" for ch in layout[rank] for i in ch.layers):
             # a Mamba layer's backward (cost/mamba.py mamba_backward_temp_bytes) beside the other layers' largest
-            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp, sp))
+            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp, sp, cp))
         layer_bwd = bwd + extras[rank]
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
@@ -719,7 +721,7 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
 
 def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_act: LayerActivations,
                        tokens: int, tp: int, sp: bool,
-                       modules: tuple[str, ...] | None = None) -> float:
+                       modules: tuple[str, ...] | None = None, cp: int = 1) -> float:
     """One layer of a hybrid stack: ``*`` the attention block of a GPT layer (``LayerActivations.attention``),
     ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router, dispatch and experts), ``M``
     :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`.  ``modules``: selective recompute
@@ -727,9 +729,9 @@ def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_
     (``LayerActivations.selective``; ``plan.ATTENTION_RECOMPUTE_MODULES`` in ``*``, the others -- layernorm: the MoE
     layer's separate pre_mlp_layernorm, the attention's and the MLP's input norms being fused into their first TE
     linear; mlp, moe, moe_act, shared_experts -- in ``-`` / ``E``); a Mamba layer has no recompute module
-    (megatron-core 0.16.1 ``ssm/mamba_layer.py``)."""
+    (megatron-core 0.16.1 ``ssm/mamba_layer.py``); ``cp``: the context-parallel size (``tokens`` = b s / cp)."""
     if sym == "M":
-        return mamba_activation_bytes(m, tokens, tp, sp)
+        return mamba_activation_bytes(m, tokens, tp, sp, cp)
     la = dense_act if sym in ("*", "-") else moe_act
     if sym == "*":
         mods = tuple(x for x in (modules or ()) if x in ATTENTION_RECOMPUTE_MODULES)
@@ -745,7 +747,7 @@ def _layers_kept(m, moe, chunk, opts: McoreOpts, gran, method, rnum, dense_act, 
     kinds = [moe[i] for i in chunk.layers]  # True = MoE layer
     n = len(kinds)
     if m.is_hybrid:
-        full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
+        full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp, cp=cp)
                    for i in chunk.layers]
     else:
         full_of = [moe_act.full if k else dense_act.full for k in kinds]
@@ -765,9 +767,9 @@ def _layers_kept(m, moe, chunk, opts: McoreOpts, gran, method, rnum, dense_act, 
         else:
             N = min(N, n)
             kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
-    elif m.is_hybrid and gran == "selective":   # module offloading of hybrid stacks is refused (dryrun)
+    elif m.is_hybrid and gran == "selective":   # module offloading moves nothing on them (cost/offload.py)
         kept_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp,
-                                      tuple(opts.modules)) for i in chunk.layers]
+                                      tuple(opts.modules), cp=cp) for i in chunk.layers]
     elif m.is_hybrid:
         kept_of = list(full_of)
     else:
@@ -861,7 +863,7 @@ def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *
             g = x = 0.0
             for i in chunk.layers:
                 pool, static = hybrid_graph_bytes(
-                    scope, m.layer_symbol(i), kept=hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, sb, tp, sp),
+                    scope, m.layer_symbol(i), kept=hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, sb, tp, sp, cp=cp),
                     shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)
                 g += pool
                 x += static

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost import layer_collectives as lc
-from primus_launch.projection.cost.cp_comm import cp_layer_comm, cp_ring
+from primus_launch.projection.cost.cp_comm import cp_layer_comm, cp_ring, mamba_cp_comm
 from primus_launch.projection.cost.ep_comm import (ep_exposed, ep_layer_comm, ep_walked, moe_layers_per_step,
                                                    walk_contention)
 from primus_launch.projection.cost.fsdp import (FsdpBytes, fsdp_bytes, fsdp_ep_nic_sharing, fsdp_layer_exposed,
                                                 fsdp_microbatch_edges, fsdp_reshards_after_forward, fsdp_unit_comm)
-from primus_launch.projection.cost.offload import module_offload_exposed, offload_exposed
+from primus_launch.projection.cost.offload import module_offload_exposed, module_offload_inert, offload_exposed
 from primus_launch.projection.cost.recompute import recompute_modules_fwd
 from primus_launch.projection.cost.tp_comm import cdmc_unordered, tp_exposed, tp_layer_comm
 from primus_launch.projection.steps.setup import Setup
@@ -76,6 +76,8 @@ class LayerCosts:
     head_tp: Pair
     recompute_fwd: dict = field(hash=False)   # bool (MoE or not) -> seconds; a hybrid stack: its symbol -> seconds
     offload: dict[bool, Pair] = field(hash=False)
+    #: a hybrid stack's Mamba layer's CP all-to-alls, all exposed (cost/cp_comm.py mamba_cp_comm)
+    cp_mamba: Pair = (0.0, 0.0)
 
     @property
     def cp_behind_attention(self) -> Pair:
@@ -145,7 +147,8 @@ def layer_costs(s: Setup) -> LayerCosts:
     # whole layers (the first of each chunk) or, without them, the named modules of every layer (the
     # memory model's rule: megatron-core offloads modules only when no layer is offloaded)
     off = ({moe: offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_layers else
-           {moe: module_offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_modules
+           {moe: module_offload_exposed(plan, lt, spec, moe) for moe in kinds}
+           if t.offload.activation_modules and not module_offload_inert(plan)
            else {})
     return LayerCosts(
         tp_raw=tp_raw, tp=tp, tp_moe_raw=tp_moe_raw, tp_moe=tp_moe,
@@ -157,4 +160,5 @@ def layer_costs(s: Setup) -> LayerCosts:
         ep_layers_per_step=moe_layers_per_step(plan) if walked else 0,
         fsdp=fsdp, fsdp_bytes=fsdp_bytes(plan), fsdp_reshard=fsdp_reshards_after_forward(plan), fsdp_units=units_comm,
         fsdp_dense=fsdp_dense, fsdp_moe=fsdp_moe, fsdp_ep_nic=nic, fsdp_edges=edges,
-        embedding_tp=emb_tp, head_tp=head_tp, recompute_fwd=rec, offload=off)
+        embedding_tp=emb_tp, head_tp=head_tp, recompute_fwd=rec, offload=off,
+        cp_mamba=mamba_cp_comm(plan, spec, lay))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import layer_collectives as lc
 from primus_launch.projection.cost.ep_comm import combined_step_p2p
+from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.cost.recompute import recomputed_layers
 from primus_launch.projection.cost.titan_sac import op_sac_reruns_ep_forward
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
@@ -147,6 +148,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             # (an E layer's own TP calls: the MoE layer's less the attention half)
             n_tp_half = sum(1 for k_, w in kinds if w in ("M", "*", "-")) if hyb else 0
             n_cp = sum(1 for _, w in kinds if w == "*") if hyb else n
+            n_mamba = sum(1 for _, w in kinds if w == "M") if hyb else 0   # their own CP all-to-alls
             rec_j = recomputed_layers(plan, list(range(len(kinds))), chunk,
                                       mtp_ids[rank][c] if mtp_ids is not None else ())
             rec = [kinds[j] for j in rec_j]
@@ -166,7 +168,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             else:
                 q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
             n_off = min(t.offload.activation_layers, n) if t.offload.activation_layers else \
-                (n if t.offload.activation_modules else 0)
+                (n if t.offload.activation_modules and not module_offload_inert(plan) else 0)
             if n_off:
                 for kk in kinds[:n_off]:
                     of, ob = layer.offload[kk[0]]
@@ -186,7 +188,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 tpl_b = n_dense * tp_b + n_moe * tpm_b
                 tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
             q.tp = tpl_f + tpl_b + tpl_r
-            q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
+            q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f + n_mamba * sum(layer.cp_mamba)
             # per-op SAC that does not keep the EP all-to-alls (torchtitan 0.3 spmd_types, eager) re-runs every MoE
             # layer's forward exchanges in its backward (cost/titan_sac.py op_sac_reruns_ep_forward)
             sac_moe = n_moe if sac_a2a else 0
