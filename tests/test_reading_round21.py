@@ -108,3 +108,12 @@ def test_tuned_value_replaces_the_interpolation(tmp_path):
     doc = yaml.safe_load(out)
     assert doc["train"]["micro_batch_size"] == 4 and doc["dataset"]["seq_length"] == "${model.seq_length}"
     assert plan_diffs(new, _load(tmp_path, out, "tuned.yaml")) == []
+
+
+def test_expansion_is_bounded(tmp_path):
+    # OmegaConf has no bound: 16 doublings of 16 characters are 1 MiB, and each of 12 fields naming it another 1 MiB
+    lines = [f"  d{i}: ${{.d{i - 1}}}${{.d{i - 1}}}" for i in range(1, 17)]
+    lines += [f"  k{i}: ${{.d16}}" for i in range(12)]
+    t = FIXTURE.read_text() + "big:\n  d0: aaaaaaaaaaaaaaaa\n" + "\n".join(lines) + "\n"
+    with pytest.raises(REFUSED, match="expand to more than"):
+        _load(tmp_path, t)

@@ -25,9 +25,13 @@ from typing import Any
 import yaml
 
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved
+from primus_launch.errors import UserError
 from primus_launch.plan import PlanError
 
 _TAGS = {bool: "bool", int: "int", float: "float", str: "str", type(None): "null"}
+# characters all resolved values of one file may hold together (each value is bounded by nemo_interp's _MAX_CHARS;
+# thousands of values each doubling a 1 MiB text would hold gigabytes): far above any config's paths and names
+_MAX_TOTAL = 1 << 23
 
 
 def _scalar(node: yaml.ScalarNode, value: Any) -> bool:
@@ -73,6 +77,7 @@ def resolve_nodes(root: yaml.Node, text: str, path: str) -> dict[int, tuple[str,
     res = Resolver(data if isinstance(data, dict) else {}, path, root=None, resolvers={})
     left: dict[int, tuple[str, str]] = {}
     seen: set[int] = set()
+    total = [0]  # characters of the resolved strings so far
 
     def walk(node: yaml.Node, here: tuple[str, ...]) -> None:
         if id(node) in seen:
@@ -84,7 +89,18 @@ def resolve_nodes(root: yaml.Node, text: str, path: str) -> dict[int, tuple[str,
             key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(i)
             if isinstance(v, yaml.ScalarNode) and v.tag.endswith(":str") and "${" in str(v.value):
                 where = ".".join((*here, key))
-                got = res.value(v.value, here, where)
+                try:
+                    got = res.value(v.value, here, where)
+                except UserError as e:
+                    if "which the file does not hold" not in str(e):
+                        raise
+                    raise UserError(f"{e} (OmegaConf raises InterpolationKeyError when Megatron-Bridge loads it; a "
+                                    "template's ${NAME} is filled by envsubst or the shell first: give the filled "
+                                    "file)") from None
+                total[0] += len(got) if isinstance(got, str) else 0
+                if total[0] > _MAX_TOTAL:
+                    raise UserError(f"{path}: {where}: interpolations expand to more than {_MAX_TOTAL:,} characters "
+                                    "in all")
                 if isinstance(got, Unresolved):
                     left[id(v)] = (where, v.value)
                 elif not _scalar(v, got):
