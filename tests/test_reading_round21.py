@@ -117,3 +117,44 @@ def test_expansion_is_bounded(tmp_path):
     t = FIXTURE.read_text() + "big:\n  d0: aaaaaaaaaaaaaaaa\n" + "\n".join(lines) + "\n"
     with pytest.raises(REFUSED, match="expand to more than"):
         _load(tmp_path, t)
+
+
+# --deterministic-mode's argument rules (Megatron-LM validate_args / megatron/training/determinism.py; found by
+# reader_vs_megatron.py --ref main: main's functional test gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_
+# sp_tp_overlap sets --deterministic-mode with --tp-comm-overlap, which main's determinism.py refuses)
+DETERMINISTIC = """ARGS:
+  num_layers: 4
+  hidden_size: 1024
+  num_attention_heads: 16
+  vocab_size: 32000
+  seq_length: 2048
+  max_position_embeddings: 2048
+  tensor_model_parallel_size: 2
+  sequence_parallel: true
+  micro_batch_size: 1
+  global_batch_size: 64
+  bf16: true
+  deterministic_mode: true
+{extra}"""
+
+
+def _megatron(tmp_path: Path, extra: str):
+    from primus_launch.adapters.megatron import load_megatron
+
+    p = tmp_path / "det.yaml"
+    p.write_text(DETERMINISTIC.format(extra=extra))
+    return load_megatron(p)
+
+
+def test_deterministic_mode_refuses_fused_cross_entropy(tmp_path):
+    # every release's validate_args: assert not args.cross_entropy_loss_fusion under deterministic mode
+    with pytest.raises(REFUSED, match=r"--cross-entropy-loss-fusion=True: off under --deterministic-mode"):
+        _megatron(tmp_path, "  cross_entropy_loss_fusion: true\n")
+    assert _megatron(tmp_path, "  cross_entropy_loss_fusion: false\n").training.cross_entropy_loss_fusion is False
+
+
+def test_deterministic_mode_with_tp_comm_overlap_names_the_newer_refusal(tmp_path):
+    plan = _megatron(tmp_path, "  tp_comm_overlap: true\n")
+    assert plan.training.tp_comm_overlap
+    assert len([n for n in plan.source.notes if "determinism.py" in n and "tp_comm_overlap=False" in n]) == 1
+    assert not [n for n in _megatron(tmp_path, "").source.notes if "determinism.py" in n]
