@@ -1146,7 +1146,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                  "core_v0.19.0 Megatron-LM asserts 'Transformer Engine cross entropy loss fusion is disabled due to "
                  "stability issues' (--cross-entropy-fusion-impl native runs)")
 
-    if get(a, "deterministic_mode"):
+    if a.get("deterministic_mode") is True:  # a switch the plan does not hold (reported as not modelled)
         _deterministic(a, rep)
 
     num_experts_set = bool(num_experts)
