@@ -158,3 +158,22 @@ def test_deterministic_mode_with_tp_comm_overlap_names_the_newer_refusal(tmp_pat
     assert plan.training.tp_comm_overlap
     assert len([n for n in plan.source.notes if "determinism.py" in n and "tp_comm_overlap=False" in n]) == 1
     assert not [n for n in _megatron(tmp_path, "").source.notes if "determinism.py" in n]
+
+
+def test_an_override_with_its_own_interpolation_source_is_refused_as_bridge(tmp_path):
+    # the layout of Bridge's examples/diffusion/recipes/nemotron_diffusion/conf/*.yaml (values written here): a
+    # top-level mapping of the file's own that its interpolations name, merged by OmegaConf over the Python recipe;
+    # before: read as a Megatron-LM argument YAML ("--optimizer={...}")
+    p = tmp_path / "cpt.yaml"
+    p.write_text("site:\n  root: /scratch\n  run: cpt\n  out: ${site.root}/${site.run}\n"
+                 "model:\n  seq_length: 4096\n  max_position_embeddings: ${model.seq_length}\n"
+                 "train:\n  micro_batch_size: 1\n  global_batch_size: 64\n"
+                 "optimizer:\n  lr: 1e-5\n  use_distributed_optimizer: true\n"
+                 "checkpoint:\n  save: ${site.out}\n")
+    with pytest.raises(UserError, match="a Megatron-Bridge config YAML .* without model.num_layers"):
+        load_recipe(p, CLUSTER)
+    # a top-level mapping no interpolation names keeps the file out of Bridge's format (as before)
+    p.write_text(p.read_text().replace("${site.out}", "/scratch/cpt").replace("${site.root}/${site.run}", "x"))
+    with pytest.raises(REFUSED) as e:
+        load_recipe(p, CLUSTER)
+    assert "Megatron-Bridge config YAML" not in str(e.value)
