@@ -205,8 +205,13 @@ def _expand_layout(text: str) -> str:
         text = new
 
 
-def primus(root: Path) -> collections.Counter:
-    """Every Primus experiment under ``root/examples/{megatron,torchtitan}/configs`` (see the module docstring)."""
+_PRIMUS_FRAMEWORK = re.compile(r"^\s*framework:\s*(megatron|torchtitan|megatron_bridge)\s*$", re.M)
+
+
+def primus(root: Path, everywhere: bool = False) -> collections.Counter:
+    """Every Primus experiment under ``root/examples/{megatron,torchtitan}/configs`` (see the module docstring);
+    ``everywhere`` (read21): every YAML under ``root/examples`` naming a Megatron, Megatron-Bridge or TorchTitan
+    module (``mlperf/``, ``moe_package/``, ``megatron_bridge/``, ... beside the two ``configs`` trees)."""
     from primus_launch.adapters.primus_yaml import load_primus_yaml
 
     sys.path.insert(0, str(root))
@@ -214,6 +219,9 @@ def primus(root: Path) -> collections.Counter:
 
     counts: collections.Counter = collections.Counter()
     files = sorted(p for d in ("megatron", "torchtitan") for p in (root / "examples" / d / "configs").rglob("*.yaml"))
+    if everywhere:
+        files = sorted(p for p in (root / "examples").rglob("*.yaml")
+                       if _PRIMUS_FRAMEWORK.search(p.read_text(errors="replace")))
     with tempfile.TemporaryDirectory() as work:
         here = os.getcwd()
         os.chdir(work)  # PrimusConfig creates the experiment's output folder
@@ -884,6 +892,8 @@ def titan_experiments() -> collections.Counter:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--primus", type=Path, help="a `git archive HEAD primus examples` of AMD-AGI/Primus")
+    ap.add_argument("--primus-everywhere", action="store_true",
+                    help="with --primus: every experiment YAML under examples/ naming a megatron / torchtitan module")
     ap.add_argument("--titan", action="store_true", help="every torchtitan 0.3.0 registry config function")
     ap.add_argument("--titan-lines", type=Path, help="a file of torchtitan 0.3 trainer argument lines")
     ap.add_argument("--titan-experiments", action="store_true",
@@ -904,7 +914,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     runs: list[tuple[str, Callable[[], collections.Counter]]] = []
     if a.primus:
-        runs.append(("Primus examples vs PrimusParser", lambda: primus(a.primus.resolve())))
+        runs.append(("Primus examples vs PrimusParser", lambda: primus(a.primus.resolve(), a.primus_everywhere)))
     if a.titan or a.titan_lines:
         lines = registry_lines() if a.titan else []
         if a.titan_lines:

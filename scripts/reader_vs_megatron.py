@@ -502,6 +502,21 @@ def ref_files(tmp: Path, refs: list[str]) -> list[tuple[str, str, Path, list[Pat
     return out
 
 
+def changed_files(base: str, ref: str, root: Path, files: list[Path]) -> list[Path]:
+    """The ``files`` of ``ref``'s extracted ``root`` (``examples`` / ``tests/functional_tests/test_cases``) that ``ref``
+    changed since its merge base with ``base`` (a functional test's recipe counts through its folder's
+    ``model_config.yaml``)."""
+    import survey_recipes as sr
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(sr.MIRROR), *a], capture_output=True, text=True, check=True).stdout
+
+    mb = git("merge-base", base, ref).strip()
+    sub = "examples" if root.name == "examples" else "tests/functional_tests/test_cases"
+    changed = {ln[len(sub) + 1:] for ln in git("diff", "--name-only", mb, ref, "--", sub).splitlines()}
+    return [f for f in files if str(f.relative_to(root)) in changed]
+
+
 def fork_files(tmp: Path) -> list[tuple[str, str, Path, list[Path]]]:
     """The forks' launch scripts (:data:`FORK_MIRRORS`, fetched under /work/.mirror): every ``*.sh`` / ``*.slurm``
     / ``*.sbatch`` of their HEAD naming a ``pretrain_{gpt,mamba,hybrid}*.py``, less those whose blob a Megatron-LM
@@ -772,6 +787,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--forks", action="store_true", help="the forks' own launch scripts alone (FORK_MIRRORS; read19)")
     ap.add_argument("--other-ref", default="main", help="the Megatron-LM checkout that parses the other mirrors' scripts")
     ap.add_argument("--yaml-cfg", action="store_true", help="the --yaml-cfg examples (gpt_config.yaml) of every ref")
+    ap.add_argument("--changed-since", metavar="BASE",
+                    help="with --ref: only the files each ref changed since its merge base with BASE (read21)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lenient", action="store_true", help=argparse.SUPPRESS)
@@ -797,7 +814,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             sources += fork_files(tmp)
         if a.mirror or a.mirror_only:
             sources += mirror_files(tmp)
+        if a.changed_since:
+            sources = [(name, ref, root, changed_files(a.changed_since, ref, root, files)) if ref else (name, ref, root, files)
+                       for name, ref, root, files in sources]
         for name, ref, root, files in sources:
+            if not files:
+                print(f"== {name}: no file changed since {a.changed_since}")
+                continue
             tree = extract_tree(tmp, ref or a.other_ref)
             counts = run_source(name, ref or a.other_ref, root, files, tree, a.verbose, strict=bool(ref))
             total += counts

@@ -49,6 +49,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
+from primus_launch.adapters.bridge_interp import refuse_unresolved, resolve_nodes
 from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
                                              stated_cluster, with_launch_env, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
@@ -443,8 +444,27 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     if not states_model(root):
         raise UserError(f"{path}: a Megatron-Bridge config without model.num_layers / model.hidden_size: it overrides a "
                         "recipe Megatron-Bridge builds in Python; give the saved run_config.yaml of the run")
+    left = resolve_nodes(root, text, path)  # ${...} as ConfigContainer.from_yaml's OmegaConf resolves them
     rec = BridgeRecipe(text, path)
+    try:
+        _read_root(rec, root, path)
+    except PlanError as e:  # a field that stayed an interpolation (oc.env): said as such, not as a bad number
+        if isinstance(e.value, str) and "${" in e.value:
+            refuse_unresolved(e.field, e.value)
+        raise
+    for dest, nodes in rec.nodes.items():
+        hit = next((left[id(n)] for n, _ in nodes if id(n) in left), None)
+        if hit is not None and rec.args.get(dest) is not None:
+            refuse_unresolved(*hit)
+    rec.args = {k: v for k, v in rec.args.items() if v is not None}
+    return rec
+
+
+def _read_root(rec: BridgeRecipe, root: yaml.MappingNode, path: str) -> None:
+    """Read the composed config ``root`` (its interpolations resolved) into ``rec``."""
     from primus_launch.inputs import duplicate_keys
+
+    text = rec.text
 
     # a key given twice: Megatron-Bridge loads the file with yaml.safe_load (training/utils/checkpoint_utils.py), which
     # keeps the last without a word; so does this reader -- said, as for Megatron-LM and Primus YAMLs
@@ -530,8 +550,6 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     if quiet:
         rec.notes.append(f"sections not read (no effect on an iteration's time or memory; of dist and checkpoint only "
                          f"the FSDP switches and ckpt_format): {', '.join(quiet)}")
-    rec.args = {k: v for k, v in rec.args.items() if v is not None}
-    return rec
 
 
 def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:

@@ -709,6 +709,23 @@ def ub_cfg_entries(data: dict, field: str) -> tuple[tuple[str, str, int, bool], 
     return tuple(out)
 
 
+def _deterministic(a: dict[str, Any], rep: "_Report") -> None:
+    """``--deterministic-mode``'s argument rules.  Fused cross entropy: every Megatron-LM release's ``validate_args``
+    asserts it off ("Cross Entropy Fusion is currently not deterministic", core_r0.9.0 .. core_v0.18.0; main's
+    ``megatron/training/determinism.py`` ``ARG_VALUES_REQUIRED_FOR_DETERMINISM`` from 3ab71eeb3e, 2026-07-08;
+    Megatron-Bridge ``ConfigContainer._validate_and_apply_deterministic_mode``): refused.  TP comm overlap: only
+    that determinism.py (core_r0.19.0, core_v0.19.0, main, dev) asserts it off: read as the older releases run it,
+    noted (main's own functional test ``gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap``
+    sets both)."""
+    if get(a, "cross_entropy_loss_fusion"):
+        raise PlanError("--cross-entropy-loss-fusion", True, "off under --deterministic-mode (Megatron-LM's "
+                        "validate_args asserts it: 'Cross Entropy Fusion is currently not deterministic')")
+    if get(a, "tp_comm_overlap"):
+        rep.note("--deterministic-mode with --tp-comm-overlap: read as Megatron-LM core_v0.18.0 and older run it; "
+                 "from core_r0.19.0 / core_v0.19.0 (megatron/training/determinism.py, 3ab71eeb3e, 2026-07-08) "
+                 "Megatron-LM asserts tp_comm_overlap=False under deterministic mode")
+
+
 def get(a: dict[str, Any], dest: str) -> Any:
     """The value of ``dest`` or Megatron's default."""
     v = a.get(dest)
@@ -1155,6 +1172,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                  "cross entropy (Megatron-LM before 168cb15, 2026-06-03: core_v0.18.0 and older); from core_r0.18.0 / "
                  "core_v0.19.0 Megatron-LM asserts 'Transformer Engine cross entropy loss fusion is disabled due to "
                  "stability issues' (--cross-entropy-fusion-impl native runs)")
+
+    if a.get("deterministic_mode") is True:  # a switch the plan does not hold (reported as not modelled)
+        _deterministic(a, rep)
 
     num_experts_set = bool(num_experts)
     dispatcher = get(a, "moe_token_dispatcher_type")

@@ -353,14 +353,19 @@ BRIDGE_SECTIONS = frozenset({
     "rerun_state_machine", "env_vars", "_target_"})
 
 
-def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
+def _refuse_bridge_config(root: yaml.MappingNode, path: str, text: str) -> None:
     """Refuse a Megatron-Bridge / NeMo 2 ConfigContainer YAML by name: its ``model:`` / ``train:`` /
     ``optimizer:`` ... sections override a recipe that Megatron-Bridge builds in Python (the recipe
-    function fixes the architecture), so the file alone does not state the run."""
+    function fixes the architecture), so the file alone does not state the run.  A top-level mapping of the
+    file's own that its interpolations name (``cluster_config:``, read by ``${cluster_config.exp_dir}``: Bridge's
+    ``examples/diffusion/recipes/nemotron_diffusion/conf/*.yaml``; the example merges the file over the recipe with
+    ``OmegaConf.merge`` and resolves it) does not make it another format."""
     keys = [str(k.value) for k, _ in _mapping_items(root) if isinstance(k, yaml.ScalarNode)]
     sections = [k for k in keys if k in BRIDGE_SECTIONS and isinstance(_child(root, k), yaml.MappingNode)]
+    extra = [k for k in set(keys) - BRIDGE_SECTIONS - {"ENV_VARS"}
+             if not (isinstance(_child(root, k), yaml.MappingNode) and "${" + k + "." in text)]
     # (a config that states the model -- model.num_layers and model.hidden_size -- is read by bridge_yaml.py)
-    if not sections or not ({"model", "train"} & set(sections)) or set(keys) - BRIDGE_SECTIONS - {"ENV_VARS"}:
+    if not sections or not ({"model", "train"} & set(sections)) or extra:
         return
     raise UserError(f"{path}: a Megatron-Bridge config YAML ({', '.join(sections[:4])}"
                     f"{', ...' if len(sections) > 4 else ''} sections) without model.num_layers / model.hidden_size: it "
@@ -446,7 +451,7 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         shown = f"modules.{items[0][0].value}={value}" if items else f"modules={value}"
         raise UserError(f"{path}: {shown}: no trainer module naming its framework; a Primus experiment gives "
                         "modules.pre_trainer with framework (megatron or torchtitan), config and model")
-    _refuse_bridge_config(root, path)
+    _refuse_bridge_config(root, path, text)
     _refuse_nemo1_config(root, path)
     for block in ("ARGS", "MODEL_ARGS"):
         node = _child(root, block)

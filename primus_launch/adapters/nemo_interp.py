@@ -14,6 +14,10 @@ than ``_MAX_DEPTH`` is refused (a key met again on its own chain: a cycle, said 
 resolved text passes ``_MAX_CHARS`` is refused (``d1: ${.d0}${.d0}``, ``d2: ${.d1}${.d1}`` ... doubles each
 level: 2^30 characters from 30 lines), and each key's resolution is kept, so a reference is resolved once.
 The resolvers take finite numbers and give finite ones (``math.ceil(inf)`` raises in the launcher).
+
+Megatron-Bridge / Megatron-LM ConfigContainer YAMLs use the same node references with the file's top as the root
+(``root=None``) and no resolvers of their own (:mod:`primus_launch.adapters.bridge_interp`); a ``${name:args}``
+whose resolver is not one given stays as written (OmegaConf's grammar: a colon only follows a resolver's name).
 """
 
 from __future__ import annotations
@@ -93,8 +97,10 @@ def _number(text: str) -> Any:
 class Resolver:
     """Resolves the values of one config (``data``: the file's plain YAML data)."""
 
-    def __init__(self, data: dict, path: str) -> None:
-        self.data, self.path = data, path
+    def __init__(self, data: dict, path: str, root: str | None = ROOT,
+                 resolvers: dict[str, Callable[[Any, Any], Any]] | None = None) -> None:
+        self.data, self.path, self.root = data, path, root
+        self.resolvers = RESOLVERS if resolvers is None else resolvers
         self._done: dict[tuple[str, ...], Any] = {}  # key path -> its resolved value
         self._chain: list[tuple[str, ...]] = []  # the key paths being resolved, outermost first
 
@@ -135,7 +141,7 @@ class Resolver:
 
     def _one(self, inner: str, here: tuple[str, ...], where: str, depth: int) -> Any:
         name, sep, rest = inner.partition(":")
-        if sep and name.strip() in RESOLVERS:
+        if sep and name.strip() in self.resolvers:
             args = [self.value(a, here, where, depth + 1) if "${" in a else _number(a) for a in _split_args(rest)]
             if len(args) != 2 or any(isinstance(a, Unresolved) for a in args):
                 return Unresolved("${" + inner + "}")
@@ -145,13 +151,15 @@ class Resolver:
             if name.strip() != "multiply" and args[1] == 0:
                 raise UserError(f"{self.path}: {where}: ${{{inner}}}: division by zero")
             try:
-                got = RESOLVERS[name.strip()](args[0], args[1])
+                got = self.resolvers[name.strip()](args[0], args[1])
             except OverflowError:  # divide_ceil of a huge quotient (1 / 1e-320)
                 got = math.inf
             if isinstance(got, float) and not math.isfinite(got):
                 raise UserError(f"{self.path}: {where}: ${{{inner}}}: {got} (a finite number is needed)")
             return got
         ref = inner.strip()
+        if sep:  # a resolver this reader does not evaluate (oc.env, oc.decode, ...)
+            return Unresolved("${" + inner + "}")
         if ref.startswith("."):
             dots = len(ref) - len(ref.lstrip("."))
             base = list(here[:len(here) - (dots - 1)]) if dots - 1 <= len(here) else None
@@ -160,9 +168,10 @@ class Resolver:
             keys = base + ref[dots:].split(".")
         else:
             keys = ref.split(".")
-            if keys[0] != ROOT:
-                return Unresolved("${" + inner + "}")
-            keys = keys[1:]
+            if self.root is not None:
+                if keys[0] != self.root:
+                    return Unresolved("${" + inner + "}")
+                keys = keys[1:]
         at = tuple(keys)
         if at in self._done:
             return self._done[at]
