@@ -106,8 +106,17 @@ class Plan(StrictModel):
             return frozenset()
         return frozenset(i for i in range(L) if i < t.bf16_layers_start or i >= L - t.bf16_layers_end)
 
-    @model_validator(mode="after")
-    def _check(self) -> "Plan":
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check(cls, data: object, handler) -> "Plan":
+        """Normalize (``plan/normal_form.py``: TorchTitan FSDP over one rank) and check legality on
+        construction.  A plan *instance* given where a plan is expected (``ProjectionResult(plan=p)``) is
+        taken as it is -- pydantic's ``revalidate_instances="never"``, which an after-validator would
+        break: it re-ran on ``p`` itself and normalized the caller's plan in place, so an unvalidated
+        copy (``tuner/knobs.py`` ``apply_knobs``) changed between its projection and its bound."""
+        if isinstance(data, cls):
+            return data
+        self = handler(data)
         normalize(self)  # one plan per launched job (plan/normal_form.py: TorchTitan FSDP over one rank)
         problems = legality_problems(self)
         if problems:
