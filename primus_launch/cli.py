@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from primus_launch.cli_flags import parser
 from primus_launch.cli_output import file_size, human, print_reader_lines, shown, write_trace
-from primus_launch.cli_recipe import FROM_COMMAND, check_outputs, load_plan, takes_script_args
+from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, load_plan, refuse_environment_launch,
+                                     takes_script_args)
 from primus_launch.cli_tune import run_tune
 from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
@@ -133,17 +134,6 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _refuse_environment_launch(a: argparse.Namespace) -> None:
-    """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
-    (:func:`primus_launch.cli_recipe.load_plan` notes it) is refused by name."""
-    effects = getattr(a, "env_effects", None) or []
-    if effects:
-        said = ", ".join(f"{e.name}={e.value}" for e in effects)
-        raise UserError(f"--launch: {said} in this environment would change the run the answer checked (the script "
-                        f"reads {'it' if len(effects) == 1 else 'them'}); unset {'it' if len(effects) == 1 else 'them'}"
-                        ", or write the value in the script and project that")
-
-
 def _project(a: argparse.Namespace, plan: Plan, command: Sequence[str] = ()):
     """The projection of ``plan``; on a dry-run where the reader fitted the node count and the plan does not fit,
     with the fewest nodes the same recipe fits on (:mod:`projection.node_fit`: the recipe re-read with
@@ -238,7 +228,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
         ensure_fits(result, a.force)
-        _refuse_environment_launch(a)
+        refuse_environment_launch(a)
         sys.stdout.flush()
         if command and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command[0]):  # TP=4 bash x.sh: as the shell runs it
             command = ["env", *command]
@@ -257,8 +247,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     if a.launch:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
-        ensure_fits(tuned.result.best, a.force)
-        _refuse_environment_launch(a)
+        ensure_fits(tuned.result.best, a.force)  # (the environment was refused before the search: run_tune)
         sys.stdout.flush()
         if tuned.tuned_cmd:
             return run_command(tuned.tuned_cmd)

@@ -48,6 +48,17 @@ def load_plan(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     return plan
 
 
+def refuse_environment_launch(a: argparse.Namespace) -> None:
+    """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
+    (:func:`load_plan` notes it) is refused by name; a tune refuses it before its search (``cli_tune.run_tune``)."""
+    effects = getattr(a, "env_effects", None) or []
+    if effects:
+        said = ", ".join(f"{e.name}={e.value}" for e in effects)
+        raise UserError(f"--launch: {said} in this environment would change the run the answer checked (the script "
+                        f"reads {'it' if len(effects) == 1 else 'them'}); unset {'it' if len(effects) == 1 else 'them'}"
+                        ", or write the value in the script and project that")
+
+
 def _note_environment(a: argparse.Namespace, recipe: str, command: list[str], plan: Plan) -> None:
     """The variables of this process's environment that the launch script reads and that would change its run
     (``TP=4 primus-launch --project train.sh`` where it says ``TP=${TP:-2}``), each a note on ``plan`` (never a

@@ -10,12 +10,14 @@ import argparse
 import json
 import shlex
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from primus_launch.cli_output import file_size, fit, human, print_reader_lines, shown, write_trace
-from primus_launch.cli_recipe import FROM_COMMAND, check_outputs, cluster_overrides, load_plan, takes_script_args
+from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, cluster_overrides, load_plan,
+                                     refuse_environment_launch, takes_script_args)
 from primus_launch.errors import UserError
 
 if TYPE_CHECKING:
@@ -136,16 +138,18 @@ def _flagged_cluster_notes(seed: Plan, flags: dict) -> Plan:
         update={"source": src.model_copy(update={"notes": notes})})
 
 
-def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Optional[str]]:
-    """The plan a tune starts from, and why there is no legal reference (None when the recipe's own plan is
-    legal on the cluster): a recipe whose parallel layout the cluster flags make illegal (TP 8 on 2 GPUs) is
-    read on its own cluster and moved to the flags' cluster with a legal layout (``tuner/rebase.py``) -- the
-    model, batch and precision kept, the layout searched.  Where no layout is legal there (or the recipe
-    does not read without the flags), the recipe's own error stands."""
+def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Optional[str], Optional[str]]:
+    """The plan a tune starts from, why there is no legal reference (None when the recipe's own plan is legal on the
+    cluster) and the note saying so (printed once every refusal before the search has passed: a note "searching
+    that cluster's layouts" before a refusal that searches nothing misled): a recipe whose parallel layout the
+    cluster flags make illegal (TP 8 on 2 GPUs) is read on its own cluster and moved to the flags' cluster with a
+    legal layout (``tuner/rebase.py``) -- the model, batch and precision kept, the layout searched.  Where no
+    layout is legal there (or the recipe does not read without the flags), the recipe's own error stands, with why
+    no layout of that cluster is legal."""
     from primus_launch.plan import PlanError
 
     try:
-        return load_plan(a, a.tune, command), None
+        return load_plan(a, a.tune, command), None, None
     except PlanError as e:
         flags = {k: v for k, v in cluster_overrides(a).items() if v is not None}
         if not flags:
@@ -155,20 +159,23 @@ def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Opti
                         a.tune, command)
         except PlanError:
             raise e from None
-        from primus_launch.tuner.rebase import legal_seed
+        from primus_launch.tuner.rebase import seed_or_why
 
-        seed = legal_seed(own, flags)
-        if seed is None:  # said: the tune tried the cluster's layouts, not only the recipe's own
-            raise PlanError(e.field, e.value, f"{e.allowed}; and no layout the tune starts from is legal there either "
-                            "(TP within a node, PP dividing the layers, CP = EP = 1, the recipe's model and global batch "
-                            "kept): give a GPU count the global batch and the model divide into") from None
+        seed, why_none = seed_or_why(own, flags)
+        if seed is None:  # said: the tune tried the cluster's layouts, not only the recipe's own, and why none
+            own_rule = e.allowed.split(" (cluster from ")[0]  # the flags named by the clause that follows
+            raise PlanError(e.field, e.value, f"{own_rule}; and no layout the tune starts from is legal there either "
+                            f"({why_none}); give another GPU count") from None
         seed = _flagged_cluster_notes(seed, flags)
         c = seed.cluster
         why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
-        print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
-              f"{c.gpus_per_node} {c.gpu} ({why}); searching that cluster's layouts from a legal start "
-              f"(tp={seed.parallel.tp}, pp={seed.parallel.pp}; model, batch and precision kept)", file=sys.stderr)
-        return seed, why
+        p = seed.parallel
+        split = (f", layers {p.pipeline_layers_first_stage} / .. / {p.pipeline_layers_last_stage}"
+                 if p.pipeline_layers_first_stage is not None else "")
+        note = (f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
+                f"{c.gpus_per_node} {c.gpu} ({why}); searching that cluster's layouts from a legal start "
+                f"(tp={p.tp}, pp={p.pp}{split}; model, batch and precision kept)")
+        return seed, why, note
 
 
 def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
@@ -176,11 +183,16 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
     a user's mistake raised as a one-line error before anything is written."""
     from primus_launch.tuner.search import tune
 
-    plan, no_reference = _load_tunable(a, command)
+    plan, no_reference, rebased = _load_tunable(a, command)
     config_script = _check_tunable(a, plan, command)
     _check_launch_command(a, plan, command)
     out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)
     _check_weights_can_fit(a, plan)  # the weights alone overflow every layout: no search
+    if a.launch:  # a variable of this environment that changes the run: refused now, not after the search
+        refuse_environment_launch(a)
+    launch_env = _launch_env(a, plan, command)  # the launch script read before the search, not after it
+    if rebased is not None:  # every refusal before the search passed: the search is what it says
+        print(rebased, file=sys.stderr)
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect
@@ -210,19 +222,20 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
         from primus_launch.adapters.torchtitan_script import check_config_script_tunable
 
         check_config_script_tunable(a.tune, a.out, best, plan)
-    written, written_wrapper = _write_tuned(a, plan, best, out_recipe, out_wrapper)
-    _write_tune_files(a, res, plan, log_path)
+    if launch_env is not None:  # the tuned plan against the launch script's exports: refused, nothing written
+        _check_launch_env(best, command, launch_env)
     tuned_cmd = None
-    if command and a.tune == FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
-        from primus_launch.adapters.command_recipe import render_command
+    with _nothing_left_on_failure((out_recipe, out_wrapper, log_path, a.report, a.trace)):
+        if command and a.tune == FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
+            from primus_launch.adapters.command_recipe import render_command
 
-        tuned_cmd = render_command(best, command)
-    elif command and written is not None and not takes_script_args(a.tune):  # the launch of the tuned file
+            tuned_cmd = render_command(best, command)
+        written, written_wrapper = _write_tuned(a, plan, best, out_recipe, out_wrapper)
+        _write_tune_files(a, res, plan, log_path)
+    if command and a.tune != FROM_COMMAND and written is not None and not takes_script_args(a.tune):
         from primus_launch.launch.tuned_command import with_tuned_recipe
 
-        tuned_cmd = with_tuned_recipe(command, plan.source.path, written)
-        if a.launch or a.emit:
-            _check_launch_env(best, command, plan.source.path, written)
+        tuned_cmd = with_tuned_recipe(command, plan.source.path, written)  # the launch of the tuned file
     files = {str(p): file_size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
              if p is not None and Path(p).is_file()}
     if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
@@ -259,17 +272,48 @@ def _check_tunable(a: argparse.Namespace, plan: Plan, command: list[str]) -> boo
     return config_script
 
 
-def _check_launch_env(best: Plan, command: list[str], recipe: str, written: Path) -> None:
-    """Refuse to launch (or emit) the tuned recipe with a command whose launch script sets a variable the tuned
-    plan's Megatron start-up asserts against (``launch/tuned_command.py`` ``launch_env_problem``: the tune moved
-    to Megatron-FSDP while the sbatch script exports CUDA_DEVICE_MAX_CONNECTIONS=1; user19: the job died at
-    start-up); the tuned recipe stays written."""
-    from primus_launch.launch.tuned_command import launch_env_problem
+def _launch_env(a: argparse.Namespace, plan: Plan, command: list[str]) -> Optional[tuple[str, dict[str, str]]]:
+    """``(where, environment)`` the command after ``--`` sets for the tuned recipe file it launches or emits
+    (``launch/tuned_command.py`` ``launch_env``: its launch script's exports over its ``VAR=value`` prefixes),
+    read before the search; None where no tuned recipe file is launched."""
+    if not (a.launch or a.emit) or not command or a.tune == FROM_COMMAND or takes_script_args(a.tune):
+        return None
+    from primus_launch.launch.tuned_command import launch_env
 
-    problem = launch_env_problem(best, command, recipe)
+    return launch_env(command, plan.source.path if plan.source and plan.source.path else a.tune)
+
+
+def _check_launch_env(best: Plan, command: list[str], env: tuple[str, dict[str, str]]) -> None:
+    """Refuse to launch (or emit) the tuned recipe with a command whose launch script sets a variable the tuned
+    plan's Megatron start-up asserts against (``launch/tuned_command.py`` ``env_problem``: the tune moved to
+    Megatron-FSDP while the sbatch script exports CUDA_DEVICE_MAX_CONNECTIONS=1; user19: the job died at start-up),
+    after the search and before anything is written (the tuned recipe the launch would not run is not left
+    behind; the environment itself was read before the search: :func:`_launch_env`)."""
+    from primus_launch.launch.tuned_command import env_problem
+
+    problem = env_problem(best, *env)
     if problem is not None:
-        raise UserError(f"-- {shlex.join(command)}: {problem}: Megatron would stop at start-up, not launched "
-                        f"(the tuned recipe is written to {written}; set the variable as the plan needs and run it)")
+        raise UserError(f"-- {shlex.join(command)}: {problem}: Megatron would stop at start-up; not launched, nothing "
+                        "written (set the variable as the plan needs, or tune without --launch / --emit and "
+                        "launch the tuned recipe with it set)")
+
+
+@contextmanager
+def _nothing_left_on_failure(paths: Iterable[Optional[str | Path]]) -> Iterator[None]:
+    """Run the tune's writes; on any failure (a refusal, a full disk, Ctrl-C) remove the outputs among ``paths``
+    this block created, so that a refused tune leaves no tuned file behind (each file is written atomically; a
+    file of the same name from an earlier run, replaced, cannot be restored and is left)."""
+    fresh = [Path(p) for p in paths if p is not None and not Path(p).exists()]
+    try:
+        yield
+    except BaseException:
+        for p in fresh:
+            try:
+                if p.is_file():
+                    p.unlink()
+            except OSError:
+                pass
+        raise
 
 
 def _check_launch_command(a: argparse.Namespace, plan: Plan, command: list[str]) -> None:

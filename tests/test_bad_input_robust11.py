@@ -217,10 +217,11 @@ def test_an_ascii_stdout_gets_escapes_not_an_internal_error():
 
 
 def test_tune_on_a_cluster_no_layout_fits_says_it_tried(tmp_path):
-    """3 GPUs for Llama 3.1 8B (32 heads, 32 layers, global batch 128): TP 3, PP 3 and DP 3 each divide none."""
-    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--nodes", "1",
-                                                        "--gpus-per-node", "3"],
-                             "must divide world size 3", "no layout the tune starts from is legal there either")
+    """91 GPUs (13 x 7) for Llama 3.1 8B (32 heads, 32 layers, global batch 128): TP 7 divides no heads, PP 7 or 13
+    leaves DP 13 or 7, and neither divides the batch (3 GPUs start at PP 3 on uneven stages since tune17)."""
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--nodes", "13",
+                                                        "--gpus-per-node", "7"],
+                             "must divide world size 91", "no layout the tune starts from is legal there either")
 
 
 @pytest.mark.parametrize("line, words", [

@@ -90,26 +90,33 @@ def test_tuned_plan_against_the_launch_scripts_environment(tmp_path, capsys, mon
     CUDA_DEVICE_MAX_CONNECTIONS=1 (the original's tp 2 on H100 needs it) emitted the launch of a tuned plan on
     Megatron-FSDP, which Megatron's validate_args stops at start-up.  The tuned plan (read back from the written
     file) is checked against the script's exports (truth: ``megatron_env_problems``, Megatron-LM's asserts) and
-    the launch refused in one line naming the variable, its value and what the plan needs; the tuned recipe stays
-    written.  Megatron-Bridge's ``env_vars`` could not override the export (``os.environ.setdefault``)."""
+    the launch refused in one line naming the variable, its value and what the plan needs, before anything is
+    written (tune17: the tuned recipe and its trial log were left behind by the refusal).  Megatron-Bridge's
+    ``env_vars`` could not override the export (``os.environ.setdefault``)."""
     from primus_launch.adapters import load_recipe
     from primus_launch.plan.legality import megatron_env_problems
     from primus_launch.projection.hardware.gpus import gpu_arch
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "train.sh").write_text(SCRIPT.format(cmc=cmc))
-    rc, recipe = _tune(tmp_path, "--emit", "torchrun", "--", "sbatch", "train.sh", RECIPE.name)
-    out, err = capsys.readouterr()
-    tuned = recipe.with_name(recipe.stem + ".tuned.yaml")
-    assert tuned.is_file()
-    best = load_recipe(tuned)
+    plain = tmp_path / "plain"  # the same tune without the launch: its tuned plan, read back from its file
+    plain.mkdir()
+    assert _tune(plain)[0] == 0
+    capsys.readouterr()
+    best = load_recipe(plain / (RECIPE.stem + ".tuned.yaml"))
     probs = megatron_env_problems(best, {"CUDA_DEVICE_MAX_CONNECTIONS": cmc}, gpu_arch(best.cluster.gpu))
     if cmc == "1":
         assert probs, "the scenario: the tune leaves tp x FSDP where CUDA_DEVICE_MAX_CONNECTIONS=1 stops Megatron"
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    monkeypatch.chdir(launch)
+    (launch / "train.sh").write_text(SCRIPT.format(cmc=cmc))
+    rc, recipe = _tune(launch, "--emit", "torchrun", "--", "sbatch", "train.sh", RECIPE.name)
+    out, err = capsys.readouterr()
+    tuned = recipe.with_name(recipe.stem + ".tuned.yaml")
     if probs:
         (_, value, allowed), = probs
         line = err.strip().splitlines()[-1]
         assert rc == 2 and f"train.sh sets CUDA_DEVICE_MAX_CONNECTIONS={value}" in line and allowed in line, err
-        assert "not launched" in line and str(tuned.name) in line
+        assert "not launched, nothing written" in line
+        assert sorted(p.name for p in launch.iterdir()) == sorted([recipe.name, "train.sh"])  # no file left behind
     else:
-        assert rc == 0 and out.strip().splitlines()[-1].endswith(f"train.sh {tuned.name}"), out
+        assert rc == 0 and tuned.is_file() and out.strip().splitlines()[-1].endswith(f"train.sh {tuned.name}"), out

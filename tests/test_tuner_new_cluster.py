@@ -22,7 +22,9 @@ def test_legal_seed_keeps_the_model_and_batch_and_fits_the_new_world():
     assert seed is not None and seed.cluster.num_nodes * seed.cluster.gpus_per_node == 2
     assert 2 % (seed.parallel.tp * seed.parallel.pp) == 0
     assert seed.model == plan.model and seed.training.global_batch_size == plan.training.global_batch_size
-    assert legal_seed(plan, {"num_nodes": 1, "gpus_per_node": 3}) is None  # batch 64 on dp 3, 16 heads on tp 3
+    # 17 GPUs: batch 64 on dp 17, 16 heads on tp 17, 16 layers on pp 17 (3 GPUs now start at pp 3, uneven:
+    # tests/test_tuner_rebase_uneven.py)
+    assert legal_seed(plan, {"num_nodes": 17, "gpus_per_node": 1}) is None
 
 
 def test_tune_on_a_cluster_where_the_recipe_layout_is_illegal_searches_and_writes(tmp_path):

@@ -99,10 +99,15 @@ def launch_env_problem(plan, command: Sequence[str], recipe: str | os.PathLike) 
     that it wins: Megatron-Bridge applies a run config's ``env_vars`` with ``os.environ.setdefault``
     (``training/config.py`` ``apply_environment_variables``: "explicit launcher or shell settings take precedence"),
     and ``pretrain_gpt.py --yaml-cfg`` reads no ``ENV_VARS`` (NVIDIA's functional-test launcher exports them)."""
+    return env_problem(plan, *launch_env(command, recipe))
+
+
+def env_problem(plan, where: str, env: dict[str, str]) -> str | None:
+    """:func:`launch_env_problem` of an environment already read (:func:`launch_env`: ``where`` names the script):
+    the CLI reads it before the search and checks the tuned plan after it, before anything is written."""
     from primus_launch.plan.legality import megatron_env_problems
     from primus_launch.projection.hardware.gpus import gpu_arch
 
-    where, env = launch_env(command, recipe)
     for field, value, allowed in megatron_env_problems(plan, env, gpu_arch(plan.cluster.gpu)):
         var = field.split(" ", 1)[1]
         if var in env:

@@ -248,3 +248,24 @@ def schedules(fw: str, pp: int, vpp: int, nmb: int, own: str) -> list[str]:
     if vpp == 2:
         out.append("zbv")
     return out
+
+
+def balanced_split(L: int, pp: int, fw: str) -> Optional[tuple[Optional[int], Optional[int]]]:
+    """The most balanced placement of ``L`` layers on ``pp`` stages (one virtual stage each) as (first, last)
+    stage layers, (None, None) for an even split; None where the framework accepts none.
+
+    Megatron-Core 0.16.1 (``TransformerConfig.__post_init__``, "Uneven PP") accepts any split whose first / last
+    stage counts are positive and leave the middle ``pp - 2`` stages an equal share (none left where there is no
+    middle stage): at ``pp`` 2, ``ceil(L / 2)`` + ``floor(L / 2)``; above, :func:`uneven_splits`' most balanced.
+    TorchTitan splits the model itself (:func:`_titan_layouts`, its ``_generate_llm_fqn_per_model_part``)."""
+    if pp == 1 or pp > L:
+        return (None, None) if pp == 1 else None
+    if fw == "torchtitan":
+        lay = _titan_layouts(L, pp, 1, "1f1b")
+        return lay[0] if lay else None
+    if L % pp == 0:
+        return (None, None)
+    if pp == 2:
+        return (L - L // 2, L // 2)
+    splits = uneven_splits(L, pp, 1)
+    return splits[0] if splits else None

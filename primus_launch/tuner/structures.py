@@ -19,12 +19,15 @@ from primus_launch.tuner.space_config import SpaceConfig
 def structures(plan: Plan, cfg: SpaceConfig, flags: "FlagOptions") -> Iterator[tuple[tuple, tuple[tuple, ...]]]:
     """(structural head, its flag table) for every structural candidate, in the space's order.
 
-    TP stays a divisor of the query groups although a Megatron plan may exceed them (``plan/legality.py``):
-    megatron-core accepts TP a multiple of ``num_query_groups`` only from 0.16.0 (f7dfb99795, QKV activation
-    sub-sharding; core_v0.15.3 ``TransformerConfig.__post_init__`` still raises "num_query_groups ... must be a
-    multiple of tensor_model_parallel_size"), and a plan carries no megatron-core version, so a tuned recipe with it
-    could not be known to launch; a user's own plan with it is projected (``cost/attention_block.py``
-    ``qkv_subsharding``, ``cost/tp_comm.py`` ``qkv_subshard_comm``)."""
+    TP may exceed the query groups of a Megatron plan where it is a multiple of them (``plan/legality.py``, as
+    megatron-core 0.16.1's ``TransformerConfig.__post_init__`` asserts: "num_query_groups ... must be a multiple or
+    divisor of tensor_model_parallel_size"; Megatron-LM core_v0.16.1 ``validate_args`` adds no rule): its attention
+    then sub-shards the QKV activations (``transformer/attention.py``: one query group per rank, the QKV output
+    all-gathered), which the projection prices in time (``cost/attention_block.py`` ``qkv_subsharding``,
+    ``cost/tp_comm.py`` ``qkv_subshard_comm``) and memory (``memory/activations.py``, MEMORY.md round 33).  The
+    rule came with megatron-core 0.16.0 (f7dfb99795); core_v0.15.3 refuses such a TP, so a tuned recipe with it
+    needs megatron-core >= 0.16.0, the version the projection models.  TorchTitan shards wk / wv by whole KV heads:
+    there TP stays a divisor of the groups."""
     m = plan.model
     own = flags.own
     fw = plan.framework
@@ -36,8 +39,8 @@ def structures(plan: Plan, cfg: SpaceConfig, flags: "FlagOptions") -> Iterator[t
             continue
         if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
             continue
-        if not m.multi_latent_attention and m.kv_heads % tp:
-            continue   # TP above the query groups: not proposed (docstring)
+        if not m.multi_latent_attention and m.kv_heads % tp and (fw != "megatron" or tp % m.kv_heads):
+            continue   # TP above the query groups: Megatron's QKV sub-sharding only (docstring)
         for cp in divisors(W // tp):
             if cp > cfg.max_cp and cp != own.cp:
                 continue
