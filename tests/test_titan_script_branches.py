@@ -57,3 +57,35 @@ def test_branch_values_refused_not_misread(tmp_path):
     flat.write_text("export EXPERT_PARALLEL_DEGREE=4\nexport PIPELINE_PARALLEL_DEGREE=2\n" + "\n".join(SCRIPT.splitlines()[7:]))
     plan = load_recipe(flat)
     assert (plan.parallel.pp, plan.parallel.ep) == (2, 4)
+
+
+# dgxc-benchmarking launch.sh (@d5c15e8, shortened): trainer flags in a variable with spaces, extended in a branch,
+# expanded unquoted at the end of the command (bash word-splits it), the job TOML under $PWD
+SPLIT = """\
+LLMB_REPO=$PWD
+EXTRA_TRAIN_ARGS="--compile.enable --compile.components=loss --compile.components=model "
+if [[ $GPU_TYPE == "gb200" ]]; then
+    EXTRA_TRAIN_ARGS+="--parallelism.expert_parallel_degree=4 "
+fi
+MXFP8_TRAIN_ARGS=""
+echo python -m torchtitan.train \\
+--job.config_file=$LLMB_REPO/job.toml \\
+--training.local_batch_size=2 \\
+${EXTRA_TRAIN_ARGS}${MXFP8_TRAIN_ARGS}
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_word_split_flags_read_as_bash_runs_them(tmp_path):
+    """The scanner reads no multi-word variable; where that is all it differs from bash by, the plan has bash's
+    words (``--compile.enable`` on an H100, and no gb200 branch's EP)."""
+    (tmp_path / "job.toml").write_text(TOML)
+    script = tmp_path / "launch.sh"
+    script.write_text(SPLIT)
+    ran = subprocess.run(["bash", str(script)], cwd=tmp_path, env={"GPU_TYPE": "h100"}, capture_output=True,
+                         text=True).stdout.split()
+    assert "--compile.enable" in ran and not any("expert_parallel" in w for w in ran)
+    plan = load_recipe(script, script_env={"GPU_TYPE": "h100"})
+    assert plan.training.compile and plan.training.micro_batch_size == 2 and plan.parallel.ep == 1
+    # the branch taken: EP 4 from the word-split variable
+    assert load_recipe(script, script_env={"GPU_TYPE": "gb200"}).parallel.ep == 4

@@ -203,7 +203,7 @@ def _scan(text: str, path: str, args: tuple[str, ...] = (), start_env: Optional[
             cmd = _under_srun(cmd, alloc, unread)
     if cmd is None:
         raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
-    _check_against_bash(text, path, args, {**(start_env or {}), **slurm_env(alloc)}, cmd)
+    cmd = _check_against_bash(text, path, args, {**(start_env or {}), **slurm_env(alloc)}, cmd)
     return cmd, env, _fill_unstated(cmd, unread, path)
 
 
@@ -240,25 +240,67 @@ def _options(words: list[str]) -> list[tuple[str, Optional[str]]]:
     return out
 
 
-def _check_against_bash(text: str, path: str, args: tuple[str, ...], env: dict[str, str], cmd: list[Tok]) -> None:
+def _multiword_names(text: str) -> set[str]:
+    """Names the script assigns a value with spaces (``EXTRA_ARGS="--a --b "``): the scanner does not read them
+    (:func:`_scan`), an unquoted reference to one expands to nothing in its reading."""
+    out = set()
+    for a, b in _logical_lines(text):
+        m = _ASSIGN.match(text[a:b].replace("+=", "=", 1))
+        if m and " " in m.group(2).strip().split(" #")[0].strip().strip("\"'"):
+            out.add(m.group(1))
+    return out
+
+
+def _word_split(text: str, cmd: list[Tok], theirs: list[str]) -> Optional[list[Tok]]:
+    """The scanner's command with bash's words in place of its one empty word, where that is all the readings
+    differ by: a word the scanner expanded to nothing from references to multi-word variables
+    (:func:`_multiword_names`; dgxc-benchmarking's ``launch.sh`` ``${EXTRA_TRAIN_ARGS}${MXFP8_TRAIN_ARGS}``, which
+    bash word-splits into ``--compile.enable --compile.components=...``), bash's options being the scanner's with
+    a block of options at that word's place.  None where they differ otherwise."""
+    words = [t.text for t in cmd]
+    start = len(words) - len(_program_args(words) or [])
+    empty = [i for i in range(start, len(cmd)) if cmd[i].text == ""]
+    if len(empty) != 1:
+        return None
+    i = empty[0]
+    names = {m.group(1) or m.group(4) for m in _REF.finditer(text[cmd[i].start:cmd[i].end])}
+    if not names & _multiword_names(text):
+        return None
+    before = _options([w for w in words[start:i]])
+    after = _options([w for w in words[i + 1:]])
+    theirs_o = _options(theirs)
+    n = len(theirs_o) - len(before) - len(after)
+    if n <= 0 or theirs_o[:len(before)] != before or theirs_o[len(before) + n:] != after:
+        return None
+    block = [f"{k}={v}" if v is not None else k for k, v in theirs_o[len(before):len(before) + n]]
+    t = cmd[i]
+    return cmd[:i] + [Tok(w, t.start, t.end, False) for w in block] + cmd[i + 1:]
+
+
+def _check_against_bash(text: str, path: str, args: tuple[str, ...], env: dict[str, str], cmd: list[Tok]
+                        ) -> list[Tok]:
     """Refuse, in one line, a command whose trainer options this line scanner reads otherwise than the bash
     evaluator (:class:`megatron_bash.ShellState`: ``if`` / ``case`` branches, functions, ``bash -c`` strings)
     does: the scanner takes every assignment in order, whatever branch it sits in (NVIDIA dgxc-benchmarking
     ``deepseek_v3/pretrain/torchtitan/launch.sh`` sets the degrees per ``GPU_TYPE`` in ``if/elif``: the last
     branch's were read).  Scripts the evaluator cannot follow (no torchtitan command found, a parse error) keep
-    the scanner's reading."""
+    the scanner's reading.  Where the readings differ only by bash's word splitting of multi-word variables
+    (:func:`_word_split`), the command with bash's words is returned."""
     from primus_launch.adapters.megatron_bash import ShellState
 
     mine = _program_args([t.text for t in cmd])
     if mine is None:
-        return
+        return cmd
     try:
         state = ShellState(text, path, args, env)
     except Exception:  # noqa: BLE001 -- a guard over the scanner's reading: where bash's cannot be had, keep it
-        return
+        return cmd
     runs = [a for a in (_program_args([t.text for t in c.args]) for c in state.commands) if a is not None]
     if not runs or _options(runs[-1]) == _options(mine):
-        return
+        return cmd
+    split = _word_split(text, cmd, runs[-1])
+    if split is not None:
+        return split
     mine, theirs = [f"{k}={v}" if v is not None else k for k, v in _options(mine)], \
         [f"{k}={v}" if v is not None else k for k, v in _options(runs[-1])]
     diff = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
@@ -469,6 +511,9 @@ def _config_script_argv(p: Path, args: tuple[str, ...] = (), text: Optional[str]
     path, and the notes of the launcher counts the command leaves unstated (:func:`script_launch`)."""
     from primus_launch.adapters.titan_job_argv import config_index, config_path
 
+    # bash's $PWD: the folder the script runs from, read as the script's own (the rule for relative paths below;
+    # dgxc-benchmarking's launch.sh: LLMB_REPO=$PWD, --job.config_file=$LLMB_REPO/deepseek_v3_671b.toml)
+    start_env = {"PWD": str(p.resolve().parent), **(start_env or {})}
     argv, unstated = script_launch(read_recipe_text(p) if text is None else text, str(p), args, start_env)
     i = config_index(argv)
     if i is None:

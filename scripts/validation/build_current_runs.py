@@ -9,7 +9,7 @@ Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs)
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
 and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08
 table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, NVIDIA dgxc-benchmarking's weak-scaling
-tables (``dgxc_runs.py``), the coarse-expert MoE rows (``coarse_moe_runs.py``: NeMo performance summaries
+tables (``dgxc_runs.py``) and TorchTitan DeepSeek-V3 recipe (``dgxc_titan_runs.py``: memory only), the coarse-expert MoE rows (``coarse_moe_runs.py``: NeMo performance summaries
 25.02 / 25.04 with NeMo v2.2.0 / v2.3.0 launch code, Megatron-LM's MoE README, dgxc-benchmarking v25.02 Grok-1), and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
 DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules),
@@ -28,6 +28,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(__file__))
 from coarse_moe_runs import coarse_moe_rows
 from dgxc_runs import dgxc_rows
+from dgxc_titan_runs import dgxc_titan_rows
 from doc_pr_runs import doc_pr_rows
 from current_runs_flops import (DSV3, GPTOSS_120B, KIMI_K2, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
                    flops_per_token, hybrid_flops_per_token)
@@ -2341,7 +2342,7 @@ def main():
     rows = (mlm_rows() + bridge_rows() + titan_rows() + titan_nvfp4doc_rows() + amd_rows()
             + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1])
             + primus_moe2_rows(sys.argv[sys.argv.index("--primus2") + 1]) + dgxc_rows() + coarse_moe_rows()
-            + doc_pr_rows())
+            + doc_pr_rows() + dgxc_titan_rows())
     for r in rows:
         prec = (r["training"]["precision"] or "").lower()
         low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8", "nvfp4")) else "bf16"

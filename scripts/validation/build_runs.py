@@ -571,7 +571,8 @@ def titan_row(r: dict, role: str, group: str):
             plan = plan_from_text(tomli_w.dumps(cfg), cluster=cluster)
     except Exception as e:
         return None, f"TorchTitan adapter: {' '.join(str(e).split())[:200]}"
-    target = float(r.get("measured_tokens_per_sec_per_gpu_for_judging") or r["measured"]["tokens_per_sec_per_gpu"])
+    target = r.get("measured_tokens_per_sec_per_gpu_for_judging") or r["measured"]["tokens_per_sec_per_gpu"]
+    target = None if target is None else float(target)  # None: no throughput published (dgxc_titan_runs.py)
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"),
                plan=plan.model_dump(mode="json"), gpus=hw["num_gpus"], measured_tokens_per_sec_per_gpu=target,
                comparison="tokens/s/GPU as published", measured=r["measured"], flops_convention=r.get("flops_convention"),
@@ -678,6 +679,8 @@ def main() -> int:
                 row, why = primus_row(r, role, group)
             else:
                 row, why = None, "no flags or config published"
+            if row is not None and row["measured_tokens_per_sec_per_gpu"] is None:
+                row, why = None, "no throughput published (memory judged only, validate_memory.py)"
             if row is None:
                 skipped.append({"id": r["id"], "reason": why})
                 continue

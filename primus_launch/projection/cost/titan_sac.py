@@ -85,6 +85,39 @@ def op_sac_keeps_ep_a2a(plan: Plan) -> bool:
     return not (t.moe_a2a_collective == "c10d" and t.moe_token_dispatcher == "alltoall" and not t.compile)
 
 
+def op_sac_a2a_rows(plan: Plan) -> float:
+    """Rows of ``h`` per token of an EP rank that TorchTitan's per-op SAC keeps from an MoE block's two EP token
+    exchanges (:func:`memory.titan.layer_activation_bytes` ``a2a_rows``): 0 where it keeps neither
+    (:func:`op_sac_keeps_ep_a2a`); ``2 k`` for the all-to-all dispatcher (``all_to_all_single`` sends every
+    (token, expert) pair: ``T k`` dispatched and ``T k`` combined rows); ``d + 1`` for DeepEP.
+
+    DeepEP (pytorch/torchtitan c0c0bf965, March 2026, ``distributed/deepep/deepep.py``; ``models/deepseek_v3/
+    parallelize.py`` adds ``torch.ops.deepep.dispatch`` / ``combine`` to the op-SAC save list with the deepep
+    backend): ``dispatch`` returns ``recv_x [num_recv_tokens, h]``, "the number of unique tokens received" -- a
+    token once per destination rank, ``_permute_tokens`` then repeats it per local expert (``index_select``,
+    recomputed) -- and ``combine`` returns the rank's own ``[T, h]``.  ``d`` = the expected EP ranks one token's
+    top-k experts fall on (:mod:`cost.moe_routing`, contiguous blocks of ``E / ep`` experts): under
+    ``debug.moe_force_load_balance`` TorchTitan's round robin (``models/common/moe/moe.py``
+    ``_debug_force_load_balance_routing``: ``arange(T k).reshape(T, k) % E``, the same rule as
+    :func:`cost.moe_routing.round_robin_units_hit`), else balanced group-limited routing
+    (:func:`cost.moe_routing.expected_units_hit`)."""
+    from primus_launch.projection.cost.moe_routing import expected_units_hit, round_robin_units_hit
+
+    m, t = plan.model, plan.training
+    if not op_sac_keeps_ep_a2a(plan) or not m.is_moe:
+        return 0.0
+    k = m.moe_router_topk
+    if t.moe_token_dispatcher != "deepep":
+        return 2.0 * k
+    E = m.num_experts
+    u = max(1, E // max(1, plan.parallel.ep))
+    if t.moe_router_force_load_balancing:
+        d = round_robin_units_hit(E, k, u)
+    else:
+        d = expected_units_hit(E, k, u, m.moe_router_num_groups or 1, m.moe_router_group_topk or 1)
+    return d + 1.0
+
+
 def op_sac_reruns_ep_forward(plan: Plan) -> bool:
     """Whether a TorchTitan plan's per-op SAC re-runs every MoE layer's forward EP exchanges in its backward (module
     doc): per-op recompute, experts over more than one EP rank, and the all-to-alls not kept

@@ -248,7 +248,7 @@ def titan_ac_mode(granularity: str) -> str:
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
                            ep: int = 1, attn: str = "flex", mm_saved: bool = True,
-                           a2a_kept: bool = True) -> TitanLayer:
+                           a2a_kept: bool = True, a2a_rows: Optional[float] = None) -> TitanLayer:
     """Bytes one torchtitan decoder block keeps per micro-batch on one GPU (module docstring).
 
     ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
@@ -278,7 +278,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     ``AllToAllTokenDispatcher`` sends them with spmd_types' ``_AllToAllUneven`` (``torch.split`` +
     ``torch.distributed.all_to_all`` -- ``c10d.alltoall_`` -- + ``torch.cat``, spmd_types 0.2.3
     ``_collectives.py``), none of them on the save list (``_c10d_functional.all_to_all_single``), so the policy
-    recomputes both (traced, ``tests/test_titan_sac_all_to_all.py``): the term is 0.
+    recomputes both (traced, ``tests/test_titan_sac_all_to_all.py``): the term is 0.  ``a2a_rows``
+    (:func:`projection.cost.titan_sac.op_sac_a2a_rows`), when given, replaces ``2 k``: the kept rows per token
+    of the rank, ``a T h a2a_rows`` (DeepEP keeps each token once per destination rank plus the combined ``T``).
 
     float8 / MXFP8 grouped GEMMs (``quantize.grouped_mm.*``, torchao ``moe_training/fp8_grouped_mm.py``
     ``_Float8GroupedMM`` and ``mxfp8_grouped_mm.py`` ``_MXFP8GroupedMM``) save the high-precision input
@@ -391,7 +393,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # ``a2a_kept``) are saved
         Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
         mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv") if mm_saved else []
-        kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 and a2a_kept else 0.0)
+        rows = (2.0 * arch.moe_router_topk if a2a_kept else 0.0) if a2a_rows is None else a2a_rows
+        kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (a * moe_tokens(sb, tp=t, ep=ep) * h * rows
+                                                               if ep > 1 else 0.0)
         if impl.sdpa_on_save_list:
             kept += o + lse
         if t > 1:
