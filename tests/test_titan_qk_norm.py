@@ -75,3 +75,28 @@ def test_wrapper_reads_torchtitan(tmp_path):
     w.write_text('[recipe]\npath = "x.toml"\n[software]\ntorchtitan = "1.x"\n')
     with pytest.raises((UserError, PlanError), match="torchtitan"):
         primus_toml.read_wrapper(w)
+
+
+def test_rope_runs_on_replicated_q_forward_and_sharded_backward():
+    """The trace's q at the RoPE (d66b72a6a's ``apply_rotary_emb``): all heads forward under ``NoParallel``, the
+    rank's heads in its gradient (and both ways under PR #1870's plan); the cost model's RoPE record moves the
+    forward bytes of ``nq + nkv`` heads and the backward bytes of ``(nq + nkv) / t``."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    kw = {**SHAPES[2], "rope": 1}
+    r = subprocess.run([sys.executable, str(Path(__file__).with_name("titan_qk_norm_trace.py")), json.dumps(kw)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    tp, nq = SHAPES[2]["tp"], SHAPES[2]["nq"]
+    places = {st: {c[1]: (c[2], c[3][2]) for c in out[st] if c[1].startswith("rope_in")} for st in out}
+    assert places["noparallel"] == {"rope_in_q": ("R", nq), "rope_in_q_grad": ("S(2)", nq // tp)}
+    assert places["seqpar"] == {"rope_in_q": ("S(2)", nq // tp), "rope_in_q_grad": ("S(2)", nq // tp)}
+
+    def rope(titan):
+        p = _plan(**{**SHAPES[2], "s": 4096}, titan=titan)
+        return next(o for o in layer_op_times(p)["dense"] if o[0].startswith("RoPE"))
+
+    old, new = rope("0.1.0"), rope(None)
+    assert old[4][3] == pytest.approx(tp * new[4][3])      # forward bytes: every head vs the rank's
+    assert old[2] == pytest.approx(new[2]) and old[1] > new[1]   # backward: the same bytes

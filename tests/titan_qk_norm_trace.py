@@ -7,7 +7,9 @@ redistribute-to-Replicate output hook at d66b72a6a and 0.3.0) or ``SequenceParal
 SDPA, ``wo``) with SDPA dispatched to ``aten._scaled_dot_product_flash_attention`` -- an H100's kernel, whose
 DTensor sharding strategy decides the layouts -- on a fake world of ``tp`` ranks under ``FakeTensorMode``.
 Prints one JSON line: ``{style: [[phase, op, gathered_or_input_numel], ...]}``, every c10d call of a forward
-and a backward."""
+and a backward; with ``"rope": 1`` the block also runs d66b72a6a's ``apply_rotary_emb`` (cos / sin plain tensors,
+under ``implicit_replication``) and the list ends with q's placement and local heads at the RoPE, forward and in
+its gradient."""
 
 from __future__ import annotations
 
@@ -19,11 +21,15 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.utils._python_dispatch import TorchDispatchMode
+
+
+ROPE = False
+PLACES: list = []
 
 
 class _Attention(nn.Module):
@@ -43,6 +49,17 @@ class _Attention(nn.Module):
         xk = self.wk(x).view(bs, s, -1, self.d)
         xv = self.wv(x).view(bs, s, -1, self.d)
         xq, xk = self.q_norm(xq), self.k_norm(xk)
+        if ROPE:  # d66b72a6a's apply_rotary_emb: (x * cos) + (rotate_half(x) * sin), cos / sin [1, s, 1, d]
+            cos = torch.ones(1, s, 1, self.d)
+            sin = torch.ones(1, s, 1, self.d)
+
+            def rot(x):
+                return torch.cat((-x[..., self.d // 2:], x[..., : self.d // 2]), dim=-1)
+
+            PLACES.append(["fwd", "rope_in_q", str(xq.placements[0]), list(xq.to_local().shape)])
+            xq.register_hook(lambda g: PLACES.append(["bwd", "rope_in_q_grad", str(g.placements[0]),
+                                                      list(g.to_local().shape)]))
+            xq, xk = (xq * cos) + (rot(xq) * sin), (xk * cos) + (rot(xk) * sin)
         rep = self.nq // self.nkv
 
         def repeat_kv(t):
@@ -72,6 +89,9 @@ class _Log(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
+        if (ROPE and name.startswith("aten.mul.Tensor") and not isinstance(args[0], DTensor)
+                and isinstance(args[1], torch.Tensor) and args[0].dim() == 4):
+            self.calls.append([self.phase, "mul", list(args[0].shape), list(args[1].shape)])
         if name.startswith("_c10d_functional.") and "wait" not in name and "wrap" not in name:
             op = name.split(".")[1]
             numel = args[0].numel() * (args[1] if op == "all_gather_into_tensor" else 1)
@@ -101,7 +121,9 @@ def trace(style: str, tp: int, b: int, s: int, h: int, nq: int, nkv: int, d: int
             "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
         })
         x = torch.randn(b, s // tp, h, dtype=torch.bfloat16, requires_grad=True)
-        with log:
+        from torch.distributed.tensor.experimental import implicit_replication
+
+        with log, implicit_replication():   # cos / sin are plain tensors (module doc)
             y = blk(x)
             log.phase = "bwd"
             y.sum().backward()
@@ -111,4 +133,9 @@ def trace(style: str, tp: int, b: int, s: int, h: int, nq: int, nkv: int, d: int
 
 if __name__ == "__main__":
     kw = json.loads(sys.argv[1])
-    print(json.dumps({st: trace(st, **kw) for st in ("noparallel", "seqpar")}))
+    ROPE = bool(kw.pop("rope", False))
+    out = {}
+    for st in ("noparallel", "seqpar"):
+        PLACES.clear()
+        out[st] = trace(st, **kw) + [list(p) for p in PLACES]
+    print(json.dumps(out))

@@ -27,8 +27,12 @@ config sharding (``models/qwen3/sharding.py``: q / k norm in and out ``S(2)``) k
 Which builds: every torchtitan build with Qwen3 before the fix carried version 0.1.0 (``assets/version.txt``
 from b461ea82c, 2025-06-05, to 0.2.0's bump 29624e37f, 2025-10-17; 0.1.0 itself had no Qwen3), so the plan
 says it with ``software.torchtitan`` < 0.2.0 (``plan/software.py``), except a nightly whose ``.devYYYYMMDD``
-is on or after 20251014.  Unstated (None): the current stack, no gather.  The rope and ``repeat_kv`` then run
-on the replicated q / k (t x their elementwise bytes): not priced here.
+is on or after 20251014.  Unstated (None): the current stack, no gather.
+
+The forward RoPE then runs on the replicated q / k -- every head, t x its bytes -- and its backward on the
+rank's heads (the gradient arrives ``Shard(2)``; traced): ``Profile.qk_replicated`` (``cost/framework.py``),
+priced in ``cost/attention_block.py``.  ``repeat_kv``'s copy of the replicated k (``T nq d``) is not priced
+(no ``repeat_kv`` copy is, sharded or not).
 """
 
 from __future__ import annotations
