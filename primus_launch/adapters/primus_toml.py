@@ -17,6 +17,7 @@
 
     [software]                           # optional: the run's software where it is not the modelled stack
     torch = "2.8.0"                      # torch.__version__ of the run (plan.software.torch, plan/software.py)
+    torchtitan = "0.1.0"                 # torchtitan's version.txt of the run (plan.software.torchtitan)
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def _read(path: Path) -> dict:
                                                                   if key == "path" else ""))
     if "torch" in data.get("software", {}):
         expect(data["software"]["torch"], str, "software.torch", "a string (a torch version, e.g. \"2.8.0\")")
+    if "torchtitan" in data.get("software", {}):
+        expect(data["software"]["torchtitan"], str, "software.torchtitan",
+               "a string (a torchtitan version, e.g. \"0.1.0\")")
     if "file" in data.get("hardware", {}):
         expect(data["hardware"]["file"], str, "hardware.file", "a string (a TOML/YAML file relative to this file)")
     return data
@@ -95,13 +99,17 @@ def read_wrapper(path: Path) -> Wrapper:
         raise UserError(f"{path}: unknown [recipe] key(s) {sorted(bad)}; allowed: path, framework, primus_root")
     if unknown:
         raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware, software")
-    bad_sw = set(data.get("software", {})) - {"torch"}
+    bad_sw = set(data.get("software", {})) - {"torch", "torchtitan"}
     if bad_sw:
-        raise UserError(f"{path}: unknown [software] key(s) {sorted(bad_sw)}; allowed: torch")
+        raise UserError(f"{path}: unknown [software] key(s) {sorted(bad_sw)}; allowed: torch, torchtitan")
     if "torch" in data.get("software", {}):
         from primus_launch.plan import parse_torch_version
 
         parse_torch_version(data["software"]["torch"])
+    if "torchtitan" in data.get("software", {}):
+        from primus_launch.plan import parse_torchtitan_version
+
+        parse_torchtitan_version(data["software"]["torchtitan"])
     bad_hw = set(data.get("hardware", {})) - {"file"}
     if bad_hw:
         raise UserError(f"{path}: unknown [hardware] key(s) {sorted(bad_hw)}; allowed: file")

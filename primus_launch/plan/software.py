@@ -9,6 +9,11 @@ validation row whose source states or dates the run's torch (``scripts/validatio
 The torch version is a PEP 440 version as ``torch.__version__`` prints it: a release (``2.8.0``, ``2.9.1+cu128``),
 a nightly (``2.9.0.dev20250801+cu126``) or a source build (``2.6.0a0+git1963fc8``: the version main carried
 between two releases).
+
+The torchtitan version is a PEP 440 version as its ``assets/version.txt`` / ``torchtitan.__version__`` gives it
+(``0.1.0`` -- every main-branch build from 2025-06-05 to 2025-10-17 carried it --, ``0.2.0``, ``0.3.0``, a nightly
+``0.2.0.dev20251020``).  It decides behaviour that differs between torchtitan builds of the same recipe format
+(``cost/titan_qk_norm.py``: Qwen3's q / k norm TP plan before torchtitan PR #1870).
 """
 
 from __future__ import annotations
@@ -36,10 +41,27 @@ def parse_torch_version(text: str, field: str = "software.torch") -> Version:
     return v
 
 
+_TITAN_ALLOWED = ("a torchtitan version as its assets/version.txt gives it (0.1.0, 0.2.0, 0.3.0, "
+                  "0.2.0.dev20251020), or leave it out for the current stack")
+
+
+def parse_torchtitan_version(text: str, field: str = "software.torchtitan") -> Version:
+    """``text`` as a :class:`packaging.version.Version` with at least major.minor; a :class:`PlanError` naming
+    ``field`` otherwise."""
+    try:
+        v = Version(text.strip())
+    except InvalidVersion:
+        raise PlanError(field, text, _TITAN_ALLOWED) from None
+    if len(v.release) < 2 or v.epoch:
+        raise PlanError(field, text, _TITAN_ALLOWED)
+    return v
+
+
 class Software(StrictModel):
     """Versions of the run's software stack (module doc); ``None``: the current stack."""
 
     torch: Optional[str] = None
+    torchtitan: Optional[str] = None
 
     @field_validator("torch")
     @classmethod
@@ -49,4 +71,14 @@ class Software(StrictModel):
         if not isinstance(v, str) or len(v) > 100:
             raise PlanError("software.torch", v, _TORCH_ALLOWED)
         parse_torch_version(v)
+        return v.strip()
+
+    @field_validator("torchtitan")
+    @classmethod
+    def _titan_version(cls, v: Optional[str]) -> Optional[str]:
+        if v is None:
+            return None
+        if not isinstance(v, str) or len(v) > 100:
+            raise PlanError("software.torchtitan", v, _TITAN_ALLOWED)
+        parse_torchtitan_version(v)
         return v.strip()

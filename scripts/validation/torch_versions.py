@@ -42,6 +42,21 @@ TORCH_BY_SOURCE: list[tuple[str, str, str]] = [
 ]
 
 
+# (text the row's source contains, torchtitan version, why): plan.software.torchtitan (cost/titan_qk_norm.py)
+TORCHTITAN_BY_SOURCE: list[tuple[str, str, str]] = [
+    ("pytorch/torchtitan PR #1690 (", "0.1.0",
+     "the source names the squash-merge d66b72a6a (2025-09-17), whose assets/version.txt is 0.1.0"),
+]
+
+
+def torchtitan_of(source: str) -> tuple[str, str] | None:
+    """The (version, why) :data:`TORCHTITAN_BY_SOURCE` gives a row's ``source`` text, None when no entry matches."""
+    for key, version, why in TORCHTITAN_BY_SOURCE:
+        if key in source:
+            return version, why
+    return None
+
+
 def torch_of(source: str) -> tuple[str, str] | None:
     """The (version, why) :data:`TORCH_BY_SOURCE` gives a row's ``source`` text, None when no entry matches."""
     for key, version, why in TORCH_BY_SOURCE:
@@ -51,9 +66,16 @@ def torch_of(source: str) -> tuple[str, str] | None:
 
 
 def apply(rows: list[dict]) -> int:
-    """Set ``plan.software.torch`` (and an assumption line) on every row :func:`torch_of` matches; the count."""
+    """Set ``plan.software.torch`` (and an assumption line) on every row :func:`torch_of` matches, and
+    ``plan.software.torchtitan`` on every row :func:`torchtitan_of` matches; the count of the former."""
     n = 0
     for row in rows:
+        titan = torchtitan_of(row.get("source") or "")
+        if titan is not None and (row.get("plan") or {}).get("source", {}).get("framework") == "torchtitan":
+            row["plan"]["software"] = {**(row["plan"].get("software") or {}), "torchtitan": titan[0]}
+            note = f"software.torchtitan = {titan[0]}: {titan[1]}"
+            row["assumptions"] = [a for a in row.get("assumptions", [])
+                                  if not a.startswith("software.torchtitan = ")] + [note]
         hit = torch_of(row.get("source") or "")
         if hit is None or (row.get("plan") or {}).get("source", {}).get("framework") != "torchtitan":
             continue

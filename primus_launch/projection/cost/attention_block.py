@@ -121,7 +121,11 @@ def _gqa_attention(acc: LayerOps, m: ModelArch, b: int, s: int, cp: int, t: int,
         else:
             nb, kf, kb = ROPE_EAGER
             bwd = 2.0
-        acc.elem(nb * T * (a + g) * d, label, bwd, (2 * kf, 2 * kb))
+        # torchtitan < 0.2.0's Qwen3 TP: the forward on the gathered q / k (every head), the backward on the
+        # rank's heads (cost/titan_qk_norm.py; the gradients come back head-sharded)
+        rope_heads = m.num_attention_heads + m.kv_heads if acc.prof.qk_replicated else a + g
+        acc.elem(nb * T * rope_heads * d, label + (" (q / k replicated)" if acc.prof.qk_replicated else ""),
+                 bwd * (a + g) / rope_heads, (2 * kf, 2 * kb))
     acc.mods = ("core_attn",)
     if ring:
         core = ring_attention(acc, b, heads, g, s, cp, d, d, ring)

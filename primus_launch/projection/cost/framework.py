@@ -58,7 +58,7 @@ forward takes 37.08 us of CPU on GB200, 33.17 us on GH200 and 13.48 us on a DGX 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from primus_launch.plan import Plan
@@ -92,6 +92,9 @@ class Profile:
     # eager nn.RMSNorm runs PyTorch's fused _fused_rms_norm kernel (torch >= 2.9, plan.software.torch;
     # cost/torch_rmsnorm.py), else the ATen composite; moot where fused_norm (TE / inductor) is set
     torch_fused_rms: bool = True
+    # torchtitan < 0.2.0's Qwen3 TP plan replicates q / k after their norms (cost/titan_qk_norm.py): the forward
+    # RoPE runs on every head, its backward on the rank's heads
+    qk_replicated: bool = False
 
 
 def _host_constants() -> dict:
@@ -115,9 +118,12 @@ def profile_of(plan: Plan, arch: str) -> Profile:
     fac = host_cpu_factor(plan.cluster.gpu)
     from primus_launch.projection.cost.torch_rmsnorm import torch_fuses_rms_norm
 
-    return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
+    from primus_launch.projection.cost.titan_qk_norm import qk_norm_gathers
+
+    prof = _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
                     t.moe_permute_fusion, eager * fac, compiled * fac, t.rope_fusion,
                     plan.model.softmax_type != "vanilla", fac, torch_fuses_rms_norm(plan.software.torch))
+    return replace(prof, qk_replicated=True) if qk_norm_gathers(plan) else prof
 
 
 def eager_host_per_kernel(prof: Profile) -> float:

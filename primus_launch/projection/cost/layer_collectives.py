@@ -86,7 +86,8 @@ class Call:
     nbytes: float  # all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the input
     group: str    # "tp" | "cp"
     where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "qkv_gather" (each layer's
-    #               QKV sub-sharding calls) | "embedding" | "head" | "loss"
+    #               QKV sub-sharding calls) | "qk_norm_gather" (each layer's q / k norm gathers,
+    #               cost/titan_qk_norm.py) | "embedding" | "head" | "loss"
 
 
 def rank_tokens(plan: Plan) -> int:
@@ -169,6 +170,11 @@ def titan_replicated_grads(plan: Plan, moe: bool = False) -> list[float]:
     return [2.0 * n for n in out]
 
 
+# the attention's own gathers, in every layer's list and always exposed (cost/tp_comm.py): Megatron's QKV
+# sub-sharding (qkv_subsharded) and torchtitan < 0.2.0's Qwen3 q / k norm gathers (cost/titan_qk_norm.py)
+ATTENTION_GATHERS = ("qkv_gather", "qk_norm_gather")
+
+
 def tp_calls(plan: Plan) -> list[Call]:
     """The TP calls of one micro-batch: one layer's (``where="layer"``; where a MoE layer makes
     others, its own list, ``"moe_layer"``), the embedding's, the head's and the loss's (module
@@ -211,6 +217,14 @@ def tp_calls(plan: Plan) -> list[Call]:
     if qkv_subsharded(plan):   # module doc: the QKV output's all-gather and its gradient's reduce-scatter
         add("fwd", "all_gather", "qkv_gather", 1, qkv_subshard_bytes(plan))
         add("bwd", "reduce_scatter", "qkv_gather", 1, qkv_subshard_bytes(plan))
+    # torchtitan < 0.2.0's Qwen3 q / k norm NoParallel: q, k gathered forward, their gradients backward
+    from primus_launch.projection.cost.titan_qk_norm import qk_norm_gather_bytes
+
+    qk_fwd, qk_bwd = qk_norm_gather_bytes(plan, rank_tokens(plan))
+    for nb in qk_fwd:
+        add("fwd", "all_gather", "qk_norm_gather", 1, nb)
+    for nb in qk_bwd:
+        add("bwd", "all_gather", "qk_norm_gather", 1, nb)
     if megatron or titan:
         if p.sequence_parallel:
             add("fwd", "reduce_scatter", "embedding")
@@ -234,7 +248,7 @@ def layer_calls(plan: Plan, moe: bool = False) -> list[Call]:
     sub-sharding its attention's all-gather and reduce-scatter (``where="qkv_gather"``) in either."""
     calls = tp_calls(plan)
     mine = [c for c in calls if c.where == "moe_layer"] if moe else []
-    return (mine or [c for c in calls if c.where == "layer"]) + [c for c in calls if c.where == "qkv_gather"]
+    return (mine or [c for c in calls if c.where == "layer"]) + [c for c in calls if c.where in ATTENTION_GATHERS]
 
 
 def cp_calls(plan: Plan) -> list[Call]:

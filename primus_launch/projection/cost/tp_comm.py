@@ -17,7 +17,8 @@ their dgrad GEMMs and their dgrad reduce-scatter (all-reduce) behind their wgrad
 1F1B all-to-all overlap's ``CUDA_DEVICE_MAX_CONNECTIONS`` > 1 takes that away (:func:`cdmc_unordered`).
 Megatron's QKV sub-sharding all-gather and its backward reduce-scatter (:func:`qkv_subshard_comm`) are plain
 NCCL calls on the compute stream between the QKV GEMM and the attention (neither userbuffers nor the
-column-parallel linears' async backward take them): always exposed.
+column-parallel linears' async backward take them): always exposed; so are torchtitan < 0.2.0's Qwen3 q / k
+norm gathers (DTensor redistributes between the QKV GEMMs and SDPA, :mod:`cost.titan_qk_norm`).
 """
 
 from __future__ import annotations
@@ -61,11 +62,13 @@ def tp_layer_comm(plan: Plan, spec: GPUSpec, lay: Layout, moe: bool = False) -> 
 def qkv_subshard_comm(plan: Plan, spec: GPUSpec, lay: Layout) -> tuple[float, float]:
     """Seconds (forward, backward) of one layer's QKV sub-sharding collectives (megatron-core >= 0.16.0 with
     fewer query groups than TP ranks; :mod:`cost.layer_collectives`, ``where="qkv_gather"``): the all-gather of
-    the full-width QKV output and its gradient's reduce-scatter, by the collectives model on the TP group's
-    placement; (0, 0) otherwise."""
-    if plan.parallel.tp <= 1 or not lc.qkv_subsharded(plan):
+    the full-width QKV output and its gradient's reduce-scatter, and torchtitan < 0.2.0's Qwen3 q / k norm
+    gathers (``where="qk_norm_gather"``, :mod:`cost.titan_qk_norm`), by the collectives model on the TP group's
+    placement; (0, 0) without either."""
+    if plan.parallel.tp <= 1:
         return 0.0, 0.0
-    return lc.priced([c for c in lc.tp_calls(plan) if c.where == "qkv_gather"], spec.name, {"tp": lay.tp})
+    calls = [c for c in lc.tp_calls(plan) if c.where in lc.ATTENTION_GATHERS]
+    return lc.priced(calls, spec.name, {"tp": lay.tp}) if calls else (0.0, 0.0)
 
 
 def tp_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,
