@@ -67,3 +67,28 @@ def test_expert_optimizer_share_is_torchtitan_efsdp():
         sp_ = stage_parameter_split(v)[0]
         assert held_parameters(v, lay, sp_) == pytest.approx(sp_.dense + sp_.expert / efsdp)
     assert seen   # TP 4 x EP 2: the experts sharded over 2 ranks
+
+
+def test_hsdp_expert_optimizer_share_is_torchtitan_efsdp():
+    """HSDP (``dp_replicate > 1``): the experts' optimizer shard is ``efsdp`` (the mesh ``["dp_replicate",
+    "efsdp"]`` replicates it over the replicas), not expert-DP with the replicas in it -- as memory's ``Se``."""
+    from torchtitan.distributed.parallel_dims import ParallelDims
+
+    plan, sp = _space("titan")
+    seen = 0
+    for s, h in enumerate(sp.structs):
+        k = Knobs(*h, *sp.tables[sp.ctx[s]][0])
+        if k.ep == 1 or k.dp_sharding != "full" or k.dp_replicate == 1 or k.mbs > 1:
+            continue
+        v = Plan.model_validate(apply_knobs(plan, k).model_dump())
+        q = v.parallel
+        pd = ParallelDims(dp_replicate=q.dp_replicate, dp_shard=-1, cp=q.cp, tp=q.tp, pp=q.pp, ep=q.ep,
+                          world_size=v.world_size)
+        efsdp = pd.dp_shard * pd.cp * pd.tp // pd.ep
+        sp_ = stage_parameter_split(v)[0]
+        lay = layout(v)
+        assert held_parameters(v, lay, sp_) == pytest.approx(sp_.dense / (pd.dp_shard * pd.cp) + sp_.expert / efsdp)
+        seen += 1
+        if seen >= 4:
+            break
+    assert seen
