@@ -909,6 +909,12 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     schedule = plan_schedule(sched_name)
     if pp == 1:
         schedule = "1f1b"  # torchtitan ignores the schedule without PP
+    elif schedule == "zb_h1":
+        # torchtitan 0.3.0 distributed/pipeline_parallel.py: a multi-stage schedule "requires at least 2 stages
+        # per rank"; the simulator's zb_h1 is ZB-H1 at one stage per rank (projection/pipeline/orders.py)
+        raise PlanError("parallelism.pipeline_parallel_schedule", sched_name,
+                        "InterleavedZeroBubble (torch ScheduleInterleavedZeroBubble, >= 2 stages per rank) is not "
+                        "modelled; modelled with PP: 1F1B, GPipe, Interleaved1F1B, LoopedBFS, ZBVZeroBubble, DualPipeV")
     lps = _opt_int(par, "parallelism", "pipeline_parallel_layers_per_stage")
     first_less = _int(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, minimum=0)
     last_less = _int(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, minimum=0)

@@ -11,9 +11,13 @@ gradients: the job a ``dp_sharding = "none"`` plan describes (DDP over ``dp`` ra
 TorchTitan reader gives for that TOML (``adapters/torchtitan.py``: FSDP iff ``fsdp_enabled``).  A
 TorchTitan plan saying ``"full"`` there (a tuned TP x PP that leaves no shard rank) is therefore
 rewritten to ``"none"`` with ``dp_replicate = 1`` and ``overlap_param_gather`` off (nothing to gather);
-its memory and time are unchanged (``projection/memory/estimate.py`` ``titan_args``: shard group
-``dp / dp_replicate`` = 1 either way; ``cost/dp_comm.py`` prices FSDP traffic only over more than one
-shard rank).
+its memory and time are unchanged: the projection prices the normal form of the plan it is given
+(:func:`normal_copy`; ``projection/dryrun.py``, ``tuner/exact_bound.py``), so an unvalidated copy in the
+other spelling (the tuner's ``apply_knobs``) projects as its validated plan does.  Under EP the routed
+experts are still FSDP-sharded there: ``parallel_dims.py`` builds ``efsdp = dp_shard * cp * tp / ep``
+whenever ``ep > 1`` and ``apply_fsdp_to_decoder`` places them on ``["dp_replicate", "efsdp"]`` (``efsdp``
+= 2 at TP 4 x EP 2), in both spellings (one TOML); ``memory/estimate.py`` ``titan_args`` (``Se``) and
+``cost/dp_comm.py`` ``held_parameters`` hold that expert shard.
 
 Megatron is left as written: ``--use-megatron-fsdp`` / ``--use-torch-fsdp2`` at DP 1 still build
 Megatron-FSDP's (or FSDP2's) own buffers and its recipe states the flag, so ``"full"`` at DP 1 is a
@@ -44,3 +48,16 @@ def normalize(plan: PlanSections) -> None:
         return
     plan.parallel = p.model_copy(update={"dp_sharding": "none", "dp_replicate": 1})
     plan.training = plan.training.model_copy(update={"overlap_param_gather": False})
+
+
+def normal_copy(plan: PlanSections) -> PlanSections:
+    """``plan`` itself where it is in the normal form, else a normalized shallow copy (the caller's plan is left
+    as it is): what the projection prices, so both spellings of one job project alike."""
+    p = plan.parallel
+    if plan.framework != "torchtitan" or p.dp_sharding != "full" or plan.world_size % (p.tp * p.cp * p.pp):
+        return plan
+    if titan_shard_degree(plan) != 1:
+        return plan
+    q = plan.model_copy()
+    normalize(q)
+    return q

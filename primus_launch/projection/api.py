@@ -40,8 +40,10 @@ def project(
     caching allocator's estimated reserved peak) or ``"allocated"`` (the allocated peak); both add the
     memory outside the allocator (:func:`projection.memory.estimate.estimate_memory`).
     """
+    from primus_launch.plan.normal_form import normal_copy
     from primus_launch.projection.hardware.gpus import check_precision
 
+    plan = normal_copy(plan)   # one price per launched job, measured or not (plan/normal_form.py)
     check_precision(plan.cluster.gpu, plan.training.precision, plan.training.fp8_recipe,
                     plan.training.fp4_recipe)  # unknown GPU -> PlanError before any work
     check_memory_args(memory_margin, memory_basis)

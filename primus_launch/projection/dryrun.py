@@ -17,6 +17,9 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     from primus_launch.projection.cost.flags import unmodelled_flags
     from primus_launch.projection.hardware.gpus import check_precision, resolve_power_cap
 
+    from primus_launch.plan.normal_form import normal_copy
+
+    plan = normal_copy(plan)   # one price per launched job (plan/normal_form.py)
     check_precision(plan.cluster.gpu, plan.training.precision, plan.training.fp8_recipe, plan.training.fp4_recipe)
     refuse_unmodelled_hybrid(plan)
     run = resolve_power_cap(plan)

@@ -32,7 +32,9 @@ def exact_bound_key(plan: Plan) -> tuple[float, tuple]:
     from primus_launch.projection.steps.setup import setup
     from primus_launch.projection.steps.stage import stage_costs
 
-    run = resolve_power_cap(plan)
+    from primus_launch.plan.normal_form import normal_copy
+
+    run = resolve_power_cap(normal_copy(plan))   # the normal form the dry-run prices (plan/normal_form.py)
     s = setup(run, layer_times_roofline(run))
     st = stage_costs(s, layer_costs(s))
     p = run.parallel

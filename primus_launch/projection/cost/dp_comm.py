@@ -350,6 +350,12 @@ def held_parameters(plan: Plan, lay: Layout, sp_: StageParams) -> float:
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     shard_dense = lay.dp_shard.size if p.dp_sharding == "full" or sharded else 1  # HSDP / partial DistOpt: shard group
     shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
+    if plan.framework == "torchtitan" and p.ep > 1:
+        # torchtitan 0.3.0 has no DDP path: apply_fsdp_to_decoder shards the routed experts on the ``efsdp``
+        # mesh (parallel_dims.py ``efsdp = dp_shard * cp * tp / ep``; dp_shard 1 with "none") of the mesh
+        # ``["dp_replicate", "efsdp"]``, i.e. expert-DP over the replicas ("none": all DP ranks) -- the share
+        # memory/estimate.py ``titan_args`` holds (``Se``)
+        shard_expert = max(1, lay.expert_dp.size // max(1, plan.dp if p.dp_sharding == "none" else p.dp_replicate))
     if sharded and plan.framework == "megatron":
         shard_expert = max(1, shard_expert // max(1, p.dp_replicate))
     return sp_.dense / shard_dense + sp_.expert / shard_expert
