@@ -313,22 +313,27 @@ def test_small_moe_is_host_bound_and_cuda_graphs_remove_it():
 
 
 def test_torchtitan_eager_vs_compile_profiles():
-    """TorchTitan eager runs composite RMSNorm / SwiGLU / RoPE (more bytes, more kernels) and FA2;
+    """TorchTitan eager runs composite SwiGLU / RoPE (more bytes, more kernels) and FA2, and RMSNorm as PyTorch's
+    composite before torch 2.9 (one fused ``_fused_rms_norm`` kernel from 2.9: cost/torch_rmsnorm.py);
     torch.compile fuses them; Megatron-Core + TE runs fused kernels and cuDNN attention on Hopper."""
-    from primus_launch.plan import Source
+    from primus_launch.plan import Software, Source
     from primus_launch.projection.cost.roofline import layer_op_times
 
     m = LLAMA_70B.model_copy(update={"num_layers": 2})
 
-    def plan(fw, **tr):
+    def plan(fw, torch=None, **tr):
         return Plan(model=m, parallel=Parallelism(tp=8, sequence_parallel=True), training=Training(global_batch_size=8, **tr),
-                    cluster=Cluster(gpu="h100-sxm", num_nodes=1), source=Source(framework=fw))
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=1), source=Source(framework=fw),
+                    software=Software(torch=torch))
     eager, comp, meg = plan("torchtitan"), plan("torchtitan", compile=True), plan("megatron")
+    old = plan("torchtitan", torch="2.8.0")
     ke, kc, km = (layer_op_times(p)["_kernels"]["dense"] for p in (eager, comp, meg))
     assert sum(ke) > sum(kc)
-    norm = {n: f for p, n_ in ((eager, "e"), (comp, "c")) for n, f, *_ in [(n_, sum(o[1] for o in layer_op_times(p)["dense"]
-                                                                                  if "norm" in o[0]))]}
-    assert norm["e"] > 3 * norm["c"]
+
+    def norm(p):
+        return sum(o[1] for o in layer_op_times(p)["dense"] if "norm" in o[0])
+    assert norm(old) > 3 * norm(comp)  # the composite: 6 kernels, 36 B / element against the fused 4 (cost/torch_rmsnorm.py)
+    assert norm(eager) < norm(old) / 3  # torch >= 2.9's fused kernel
     names = [o[0] for o in layer_op_times(eager)["dense"]] + [o[0] for o in layer_op_times(meg)["dense"]]
     assert any("(fa2)" in n for n in names) and any("(cudnn)" in n for n in names)
     del km
