@@ -1,0 +1,90 @@
+"""Bad-input classes of the robust17 round (``scripts/bad_input_campaign.py --only r17:``).
+
+- YAML anchors and aliases on scalars (``eval_iters: &one 1`` ... ``micro_batch_size: *one``): an alias is the node
+  its anchor names, so the recipe writers' in-place edit of ``micro_batch_size`` edited ``eval_iters``' text (and
+  dropped its anchor: the tuned recipe no longer loaded, "recipe='r.yaml': not valid YAML: found undefined alias",
+  blaming the user's recipe); an anchored value's edit dropped the anchor the other keys name.  Now each alias of a
+  scalar is written out before the edit (``yaml_text.unshared_scalars``), the same document to ``yaml.safe_load``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from primus_launch.adapters import load_recipe, render_recipe
+from primus_launch.adapters.yaml_text import unshared_scalars
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------- scalar anchors and aliases
+@pytest.mark.parametrize("text", [
+    "a: &x 1\nb: *x\n",
+    "a: &x !!str 1\nb: [*x, 2]\nc: &y 3\nd: *y\n",
+    "a: &s hello, world\nb: [*s]\nc: {k: *s}\n",
+    "a: &x 'q: r'\nb: {k: *x}\n",
+    "b: &B\n  c: &x 1\nd:\n  <<: *B\n  e: *x\n",
+    "a: &x |\n  z\nb: *x\n",  # a block scalar: left shared
+    "a: &m {k: 1}\nb: *m\n",  # a mapping's anchor: left shared
+])
+def test_unshared_scalars_is_the_same_document(text):
+    """The same Python value to yaml.safe_load (PyYAML: an alias is the node its anchor names), and no alias of a
+    one-line scalar left."""
+    out = unshared_scalars(text)
+    assert yaml.safe_load(out) == yaml.safe_load(text), out
+    aliases = [t.value for t in yaml.scan(out) if isinstance(t, yaml.AliasToken)]
+    anchored = {t.value for t in yaml.scan(out) if isinstance(t, yaml.AnchorToken)}
+    assert set(aliases) <= anchored
+    if "|" not in text:
+        assert set(aliases) <= {"B", "m"}, out  # the mappings' anchors only
+
+
+def test_unshared_scalars_leaves_text_without_scalar_aliases():
+    for text in ("a: &x 1\n", "a: &m {k: 1}\nb: *m\n", "not: [valid\n", (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()):
+        assert unshared_scalars(text) is text
+
+
+def _aliased(text: str, key: str, other: str, anchored_first: bool) -> str:
+    """``text`` with ``key``'s value shared with a new ``other`` entry beside it: ``key: &v X`` / ``other: *v``
+    (anchored_first) or ``other: &v X`` / ``key: *v``."""
+    m = re.search(rf"(?m)^(\s*){key}: (.*)$", text)
+    ind, val = m.group(1), m.group(2)
+    lines = (f"{ind}{key}: &v {val}\n{ind}{other}: *v" if anchored_first else f"{ind}{other}: &v {val}\n{ind}{key}: *v")
+    text = re.sub(rf"(?m)^{re.escape(ind)}{other}: .*\n", "", text)  # the file's own `other` entry, if any
+    m = re.search(rf"(?m)^(\s*){key}: (.*)$", text)
+    return text[:m.start()] + lines + text[m.end():]
+
+
+CASES = [("megatron/llama3.1_8b.yaml", "r.yaml", ["micro_batch_size"]),
+         ("primus/MI355X/llama3.1_8b.yaml", "r.yaml", ["modules", "pre_trainer", "overrides", "micro_batch_size"]),
+         ("../tests/data/bridge/qwen3_moe_run_config.yaml", "b.yaml", ["train", "micro_batch_size"])]
+
+
+@pytest.mark.parametrize("recipe,name,keys", CASES)
+@pytest.mark.parametrize("anchored_first", [True, False])
+def test_tuned_value_written_over_an_alias_changes_that_key_alone(tmp_path, monkeypatch, recipe, name, keys,
+                                                                   anchored_first):
+    """A tuned micro-batch size written into a YAML recipe whose micro_batch_size shares its scalar with
+    eval_iters (either way round): the result loads, holds the new micro-batch size, and eval_iters keeps the value
+    it had (before: the edit changed eval_iters or left an alias naming no anchor)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PRIMUS_MBS", raising=False)
+    src = (ROOT / "recipes" / recipe).read_text()
+    text = _aliased(src, "micro_batch_size", "eval_iters", anchored_first)
+    (tmp_path / name).write_text(text)
+    plan = load_recipe(tmp_path / name)
+    old = plan.training.micro_batch_size
+    tuned = plan.model_copy(update={"training": plan.training.model_copy(update={"micro_batch_size": old * 2})})
+    out = render_recipe(tuned, text)
+    doc, before = yaml.safe_load(out), yaml.safe_load(text)
+    for k in keys[:-1]:
+        doc, before = doc[k], before[k]
+    assert doc["micro_batch_size"] in (old * 2, f"${{PRIMUS_MBS:{old * 2}}}")  # Primus keeps its template
+    assert doc["eval_iters"] == before["eval_iters"]
+    (tmp_path / ("t" + name)).write_text(out)
+    assert load_recipe(tmp_path / ("t" + name)).training.micro_batch_size == old * 2
+    assert render_recipe(plan, text) == text  # nothing changed: the file byte for byte
