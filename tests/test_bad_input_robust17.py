@@ -5,6 +5,9 @@
   dropped its anchor: the tuned recipe no longer loaded, "recipe='r.yaml': not valid YAML: found undefined alias",
   blaming the user's recipe); an anchored value's edit dropped the anchor the other keys name.  Now each alias of a
   scalar is written out before the edit (``yaml_text.unshared_scalars``), the same document to ``yaml.safe_load``.
+- Megatron values its start-up refuses that were projected: ``--moe-shared-expert-intermediate-size 0`` (read as no
+  shared expert; TransformerConfig raises), ``--encoder-seq-length`` beside ``--seq-length`` (validate_args asserts);
+  a 0 given by ``--padded-vocab-size`` / ``--encoder-seq-length`` named as the flag the recipe does not hold.
 """
 
 from __future__ import annotations
@@ -88,3 +91,59 @@ def test_tuned_value_written_over_an_alias_changes_that_key_alone(tmp_path, monk
     (tmp_path / ("t" + name)).write_text(out)
     assert load_recipe(tmp_path / ("t" + name)).training.micro_batch_size == old * 2
     assert render_recipe(plan, text) == text  # nothing changed: the file byte for byte
+
+
+# ------------------------------------------------------------------------- Megatron values its start-up refuses
+BASH = (ROOT / "recipes/megatron/mixtral_8x22b.sh").read_text()
+
+
+def _one_line_refusal(tmp_path: Path, script: str, *words: str) -> str:
+    from cli_run import run_cli
+
+    (tmp_path / "r.sh").write_text(script)
+    rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
+    lines = [ln for ln in err.splitlines() if ln.startswith("primus-launch: error:")]
+    assert rc == 2 and len(lines) == 1 and not out, (rc, out, err)
+    assert "Traceback" not in err
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("size", [0, -2048])
+def test_shared_expert_size_megatron_core_refuses_is_refused(tmp_path, size):
+    """``--moe-shared-expert-intermediate-size 0`` was read as no shared expert and projected; megatron-core's
+    TransformerConfig (installed here, core_v0.16.1) raises for any size <= 0, MoE or not."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    with pytest.raises(ValueError, match="moe_shared_expert_intermediate_size"):
+        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_moe_experts=8,
+                          moe_shared_expert_intermediate_size=size)
+    _one_line_refusal(tmp_path, BASH.replace("--moe-grouped-gemm", f"--moe-grouped-gemm --moe-shared-expert-intermediate-size {size}"),
+                      f"--moe-shared-expert-intermediate-size={size}")
+
+
+def test_shared_expert_size_positive_is_read(tmp_path):
+    from primus_launch.adapters import load_recipe
+
+    (tmp_path / "r.sh").write_text(BASH.replace("--moe-grouped-gemm", "--moe-grouped-gemm --moe-shared-expert-intermediate-size 4096"))
+    assert load_recipe(tmp_path / "r.sh").model.moe_shared_expert_intermediate_size == 4096
+
+
+def test_encoder_seq_length_beside_seq_length_is_refused(tmp_path):
+    """Megatron-LM's validate_args (megatron/training/arguments.py, core_v0.16.1 and main) asserts
+    ``args.encoder_seq_length is None`` where --seq-length is given; alone it is the sequence length."""
+    from primus_launch.adapters import load_recipe
+
+    _one_line_refusal(tmp_path, BASH.replace("--seq-length 4096", "--seq-length 4096 --encoder-seq-length 4096"),
+                      "--encoder-seq-length=4096", "--seq-length=4096")
+    (tmp_path / "e.sh").write_text(BASH.replace("--seq-length 4096", "--encoder-seq-length 2048"))
+    assert load_recipe(tmp_path / "e.sh").model.seq_length == 2048
+
+
+@pytest.mark.parametrize("flag,old", [("--padded-vocab-size", None), ("--encoder-seq-length", "--seq-length 4096")])
+def test_size_given_by_its_alternative_flag_is_named_as_given(tmp_path, flag, old):
+    """A 0 given by --padded-vocab-size / --encoder-seq-length was named as the plan field's usual flag
+    (``--vocab-size=0``, ``--seq-length=0``), one the recipe does not hold."""
+    script = BASH.replace(old, f"{flag} 0") if old else BASH.replace("    --bf16\n", f"    --bf16 {flag} 0\n")
+    _one_line_refusal(tmp_path, script, f"{flag}=0")
