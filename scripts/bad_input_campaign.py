@@ -112,6 +112,7 @@ class Case:
     typed: bytes = b""              # "tty" cases: what is typed on the terminal once the command runs
     expect_out: bytes = b""         # "tty" / "nohup" cases: what the command must have printed
     env: dict[str, str] = field(default_factory=dict)  # "stream" cases: variables the command starts with
+    check: Optional[Callable[[Path], Optional[str]]] = None  # after the run, in the case's folder: a problem or None
 
 
 @dataclass
@@ -1754,6 +1755,87 @@ def robust16_cases() -> list[Case]:
     return out
 
 
+def _shared_value(text: bytes, key: bytes, other: bytes, anchored_first: bool) -> bytes:
+    """``text`` with ``key``'s value shared with a new ``other`` entry beside it through a YAML anchor:
+    ``key: &v X`` / ``other: *v`` (anchored_first) or ``other: &v X`` / ``key: *v``."""
+    m = re.search(rb"(?m)^([ \t]*)" + key + rb": (.*)$", text)
+    ind, val = m.group(1), m.group(2)
+    lines = (ind + key + b": &v " + val + b"\n" + ind + other + b": *v" if anchored_first
+             else ind + other + b": &v " + val + b"\n" + ind + key + b": *v")
+    return text[:m.start()] + lines + text[m.end():]
+
+
+def _tuned_keeps(out: str, path: list[str], other: str, want: object) -> Callable[[Path], Optional[str]]:
+    """A check: the tuned recipe ``out`` loads as YAML and its ``other`` entry (under ``path``) still holds ``want``."""
+    def check(d: Path) -> Optional[str]:
+        import yaml
+
+        if not (d / out).exists():
+            return f"no tuned recipe {out}"
+        try:
+            doc = yaml.safe_load((d / out).read_text())
+        except yaml.YAMLError as e:
+            return f"tuned recipe {out} does not load: {' '.join(str(e).split())[:80]}"
+        for k in path:
+            doc = doc.get(k, {}) if isinstance(doc, dict) else {}
+        if not isinstance(doc, dict) or doc.get(other) != want:
+            return f"tuned recipe {out}: {other}={doc.get(other) if isinstance(doc, dict) else None!r}, want {want!r}"
+        return None
+    return check
+
+
+MIXTRAL = _read("megatron/mixtral_8x22b.sh")
+
+
+def robust17_cases() -> list[Case]:
+    """The robust17 classes (``--only r17:``): YAML anchors and aliases -- a scalar shared by two keys
+    (``eval_iters: &one 1`` / ``micro_batch_size: *one``, either way round) in a Megatron YAML, a Primus experiment and
+    a Megatron-Bridge run config, tuned and written back: the in-place edit changed the other key or left an alias
+    naming no anchor (the written recipe no longer loaded, and the line blamed the user's recipe); merge keys
+    (``<<: *BASE``) whose merged entries a tune changes; Megatron values its start-up refuses that were projected
+    (``--moe-shared-expert-intermediate-size 0``, ``--encoder-seq-length`` beside ``--seq-length``) and sizes named
+    as the plan's usual flag instead of the one given (``--padded-vocab-size 0`` as ``--vocab-size=0``)."""
+    out: list[Case] = []
+    tune = ["--dry-run", "--json", "--max-work", "200"]
+    # (a Megatron-Bridge run config's tune takes > 10 s here: its writer is checked by tests/test_bad_input_robust17.py)
+    for fmt, data, name, path in (("yaml", YAML, "r.yaml", []),
+                                  ("primus", PRIMUS, "r.yaml", ["modules", "pre_trainer", "overrides"])):
+        for first in (True, False):
+            text = _shared_value(data, b"micro_batch_size", b"eval_iters", first)
+            import yaml as _yaml
+
+            doc = _yaml.safe_load(text)
+            for k in path:
+                doc = doc[k]
+            tag = "anchor-on-tuned-key" if first else "alias-on-tuned-key"
+            out.append(Case(f"r17:yaml-alias:{fmt}:{tag}", "structure", {name: text},
+                            ["--tune", name, *tune, "--out", "t" + name[1:]], expect_rc=0,
+                            check=_tuned_keeps("t" + name[1:], path, "eval_iters", doc["eval_iters"])))
+    # a merge key: the layout comes from a shared block (functional tests' `<<: *BASE_MODEL_ARGS`)
+    base_keys = (b"tensor_model_parallel_size", b"pipeline_model_parallel_size", b"micro_batch_size")
+    kept = b"".join(ln + b"\n" for ln in YAML.splitlines() if not ln.startswith(base_keys))
+    merged = b"BASE: &BASE\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n  micro_batch_size: 1\n" \
+        + b"<<: *BASE\n" + kept
+    out.append(Case("r17:yaml-merge:tune", "structure", {"r.yaml": merged}, ["--tune", "r.yaml", *tune, "--out", "t.yaml"]))
+    out.append(Case("r17:yaml-merge:project", "structure", {"r.yaml": merged}, ["--project", "r.yaml"] + TAIL))
+    for tag, files, name, words in (
+            ("bash:shared-expert=0", {"r.sh": MIXTRAL.replace(b"--moe-grouped-gemm",
+                                                              b"--moe-grouped-gemm --moe-shared-expert-intermediate-size 0")},
+             "r.sh", ("--moe-shared-expert-intermediate-size=0", "TransformerConfig")),
+            ("primus:shared-expert=0", {"r.yaml": PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n"
+                                                                 b"      moe_shared_expert_intermediate_size: 0\n")},
+             "r.yaml", ("moe_shared_expert_intermediate_size=0",)),
+            ("bash:encoder-seq-length", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --encoder-seq-length 8192\n")},
+             "r.sh", ("--encoder-seq-length=8192", "validate_args asserts")),
+            ("yaml:encoder-seq-length", {"r.yaml": YAML + b"\nencoder_seq_length: 8192\n"}, "r.yaml",
+             ("--encoder-seq-length=8192",)),
+            ("bash:padded-vocab-size=0", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --padded-vocab-size 0\n")},
+             "r.sh", ("--padded-vocab-size=0",))):
+        out.append(Case(f"r17:megatron-refuses:{tag}", "value", files, ["--project", name] + TAIL, expect_refusal=True,
+                        expect_words=words))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1791,6 +1873,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust14_cases()
     cases += robust15_cases(rng, quick)
     cases += robust16_cases()
+    cases += robust17_cases()
     return cases
 
 
@@ -1934,6 +2017,10 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         o.problems.append(f"hang: still running after {timeout:.0f} s")
     if "Traceback" in err:
         o.problems.append("traceback")
+    if case.check is not None and rc is not None:
+        said = case.check(d)
+        if said:
+            o.problems.append(said)
     if case.kind not in ("signal", "tty", "nohup", "stream") and case.expect_rc is None:
         raw = ACTIVE_CHARS.search(out + err)
         if raw:  # a character from the input a terminal would act on (clear, retitle, overwrite the line)

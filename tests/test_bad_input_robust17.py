@@ -32,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
     "a: &x 'q: r'\nb: {k: *x}\n",
     "b: &B\n  c: &x 1\nd:\n  <<: *B\n  e: *x\n",
     "a: &x |\n  z\nb: *x\n",  # a block scalar: left shared
-    "a: &m {k: 1}\nb: *m\n",  # a mapping's anchor: left shared
+    "a: &m {k: [1, 2]}\nb: {c: *m}\n",  # a one-line flow mapping: written out
+    "a: &x 1\nb: &l [*x]\nc: *l\n",  # a flow list holding an alias: written out on the next pass
+    "a: &l [1,\n  2]\nb: *l\n",  # a flow list over two lines: left shared
 ])
 def test_unshared_scalars_is_the_same_document(text):
     """The same Python value to yaml.safe_load (PyYAML: an alias is the node its anchor names), and no alias of a
@@ -42,12 +44,12 @@ def test_unshared_scalars_is_the_same_document(text):
     aliases = [t.value for t in yaml.scan(out) if isinstance(t, yaml.AliasToken)]
     anchored = {t.value for t in yaml.scan(out) if isinstance(t, yaml.AnchorToken)}
     assert set(aliases) <= anchored
-    if "|" not in text:
-        assert set(aliases) <= {"B", "m"}, out  # the mappings' anchors only
+    if "|" not in text and "[1,\n" not in text:
+        assert set(aliases) <= {"B"}, out  # the block mapping's anchor only
 
 
 def test_unshared_scalars_leaves_text_without_scalar_aliases():
-    for text in ("a: &x 1\n", "a: &m {k: 1}\nb: *m\n", "not: [valid\n", (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()):
+    for text in ("a: &x 1\n", "a: &m\n  k: 1\nb: *m\n", "not: [valid\n", (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()):
         assert unshared_scalars(text) is text
 
 
