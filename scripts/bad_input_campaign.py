@@ -59,7 +59,11 @@ the robust15 classes (``--only r15:``, the field drawn by ``--seed``): a number 
 arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro);
 the robust16 classes (``--only r16:``): a tune of a model whose weights alone overflow every GPU whatever the layout
 (hidden size 2^20; minutes pricing hopeless plans: one line before the search), many pipeline stages of 9,984 layers,
-a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions).
+a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions); the robust17 classes (``--only r17:``):
+YAML anchors and aliases sharing a scalar with a key a tune writes (the tuned recipe changed the other key or named an
+anchor it had dropped: checked by ``Case.check`` on the written file), a merge key's block a tune changes, Megatron values
+its start-up refuses (``--moe-shared-expert-intermediate-size 0``, ``--encoder-seq-length`` beside ``--seq-length``),
+sizes named as given (``--padded-vocab-size 0``), two runs at once writing the same outputs.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1833,6 +1837,29 @@ def robust17_cases() -> list[Case]:
              "r.sh", ("--padded-vocab-size=0",))):
         out.append(Case(f"r17:megatron-refuses:{tag}", "value", files, ["--project", name] + TAIL, expect_refusal=True,
                         expect_words=words))
+    # two runs at once writing the same outputs (a job array, a re-run before the first ended): each write is whole
+    # (temp file + rename), no temp file is left, both exit 0
+    import shlex
+
+    def whole(names: tuple[str, ...]) -> Callable[[Path], Optional[str]]:
+        def check(d: Path) -> Optional[str]:
+            for n in names:
+                if not (d / n).exists():
+                    return f"{n} not written"
+                body = (d / n).read_text(errors="replace")
+                if (n.endswith(".html") and not body.rstrip().endswith("</html>")) or \
+                        (n.endswith(".json") and _json_finite(body) is None) or (n.endswith(".sh") and "torchrun" not in body):
+                    return f"{n} is not whole"
+            return None
+        return check
+
+    for tag, argv, names in (
+            ("project", ["--project", "r.sh", "--dry-run", "--report", "o.html", "--trace", "o.json"], ("o.html", "o.json")),):
+        # (two tunes at once pass the same way, but take > 10 s on a loaded 2-core machine)
+        twin = shlex.join([sys.executable, "-m", "primus_launch", *argv])
+        shell = f">/dev/null & P=$!; {twin} >/dev/null; R2=$?; wait $P; R1=$?; exit $((R1 | R2))"
+        out.append(Case(f"r17:concurrent:{tag}", "stream", {"r.sh": BASH}, argv, expect_rc=0, typed=shell.encode(),
+                        check=whole(names)))
     return out
 
 
