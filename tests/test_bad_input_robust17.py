@@ -64,7 +64,9 @@ def _aliased(text: str, key: str, other: str, anchored_first: bool) -> str:
     return text[:m.start()] + lines + text[m.end():]
 
 
+NEMO = (ROOT / "tests/test_adapter_nemo_yaml.py").read_text().split('CONFIG = """\\\n')[1].split('"""')[0]
 CASES = [("megatron/llama3.1_8b.yaml", "r.yaml", ["micro_batch_size"]),
+         (NEMO, "n.yaml", ["model", "micro_batch_size"]),
          ("primus/MI355X/llama3.1_8b.yaml", "r.yaml", ["modules", "pre_trainer", "overrides", "micro_batch_size"]),
          ("../tests/data/bridge/qwen3_moe_run_config.yaml", "b.yaml", ["train", "micro_batch_size"])]
 
@@ -78,7 +80,7 @@ def test_tuned_value_written_over_an_alias_changes_that_key_alone(tmp_path, monk
     it had (before: the edit changed eval_iters or left an alias naming no anchor)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PRIMUS_MBS", raising=False)
-    src = (ROOT / "recipes" / recipe).read_text()
+    src = recipe if "\n" in recipe else (ROOT / "recipes" / recipe).read_text()
     text = _aliased(src, "micro_batch_size", "eval_iters", anchored_first)
     (tmp_path / name).write_text(text)
     plan = load_recipe(tmp_path / name)
