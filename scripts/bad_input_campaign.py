@@ -59,7 +59,11 @@ the robust15 classes (``--only r15:``, the field drawn by ``--seed``): a number 
 arithmetic fails: refused; Primus's 'null' and YAML's null are the default), TorchTitan ``--training.x True`` (tyro);
 the robust16 classes (``--only r16:``): a tune of a model whose weights alone overflow every GPU whatever the layout
 (hidden size 2^20; minutes pricing hopeless plans: one line before the search), many pipeline stages of 9,984 layers,
-a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions).
+a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M actions); the robust17 classes (``--only r17:``):
+YAML anchors and aliases sharing a scalar with a key a tune writes (the tuned recipe changed the other key or named an
+anchor it had dropped: checked by ``Case.check`` on the written file), a merge key's block a tune changes, Megatron values
+its start-up refuses (``--moe-shared-expert-intermediate-size 0``, ``--encoder-seq-length`` beside ``--seq-length``),
+sizes named as given (``--padded-vocab-size 0``), two runs at once writing the same outputs.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -112,6 +116,7 @@ class Case:
     typed: bytes = b""              # "tty" cases: what is typed on the terminal once the command runs
     expect_out: bytes = b""         # "tty" / "nohup" cases: what the command must have printed
     env: dict[str, str] = field(default_factory=dict)  # "stream" cases: variables the command starts with
+    check: Optional[Callable[[Path], Optional[str]]] = None  # after the run, in the case's folder: a problem or None
 
 
 @dataclass
@@ -1754,6 +1759,110 @@ def robust16_cases() -> list[Case]:
     return out
 
 
+def _shared_value(text: bytes, key: bytes, other: bytes, anchored_first: bool) -> bytes:
+    """``text`` with ``key``'s value shared with a new ``other`` entry beside it through a YAML anchor:
+    ``key: &v X`` / ``other: *v`` (anchored_first) or ``other: &v X`` / ``key: *v``."""
+    m = re.search(rb"(?m)^([ \t]*)" + key + rb": (.*)$", text)
+    ind, val = m.group(1), m.group(2)
+    lines = (ind + key + b": &v " + val + b"\n" + ind + other + b": *v" if anchored_first
+             else ind + other + b": &v " + val + b"\n" + ind + key + b": *v")
+    return text[:m.start()] + lines + text[m.end():]
+
+
+def _tuned_keeps(out: str, path: list[str], other: str, want: object) -> Callable[[Path], Optional[str]]:
+    """A check: the tuned recipe ``out`` loads as YAML and its ``other`` entry (under ``path``) still holds ``want``."""
+    def check(d: Path) -> Optional[str]:
+        import yaml
+
+        if not (d / out).exists():
+            return f"no tuned recipe {out}"
+        try:
+            doc = yaml.safe_load((d / out).read_text())
+        except yaml.YAMLError as e:
+            return f"tuned recipe {out} does not load: {' '.join(str(e).split())[:80]}"
+        for k in path:
+            doc = doc.get(k, {}) if isinstance(doc, dict) else {}
+        if not isinstance(doc, dict) or doc.get(other) != want:
+            return f"tuned recipe {out}: {other}={doc.get(other) if isinstance(doc, dict) else None!r}, want {want!r}"
+        return None
+    return check
+
+
+MIXTRAL = _read("megatron/mixtral_8x22b.sh")
+
+
+def robust17_cases() -> list[Case]:
+    """The robust17 classes (``--only r17:``): YAML anchors and aliases -- a scalar shared by two keys
+    (``eval_iters: &one 1`` / ``micro_batch_size: *one``, either way round) in a Megatron YAML, a Primus experiment and
+    a Megatron-Bridge run config, tuned and written back: the in-place edit changed the other key or left an alias
+    naming no anchor (the written recipe no longer loaded, and the line blamed the user's recipe); merge keys
+    (``<<: *BASE``) whose merged entries a tune changes; Megatron values its start-up refuses that were projected
+    (``--moe-shared-expert-intermediate-size 0``, ``--encoder-seq-length`` beside ``--seq-length``) and sizes named
+    as the plan's usual flag instead of the one given (``--padded-vocab-size 0`` as ``--vocab-size=0``)."""
+    out: list[Case] = []
+    tune = ["--dry-run", "--json", "--max-work", "200"]
+    # (a Megatron-Bridge run config's tune takes > 10 s here: its writer is checked by tests/test_bad_input_robust17.py)
+    for fmt, data, name, path in (("yaml", YAML, "r.yaml", []),
+                                  ("primus", PRIMUS, "r.yaml", ["modules", "pre_trainer", "overrides"])):
+        for first in (True, False):
+            text = _shared_value(data, b"micro_batch_size", b"eval_iters", first)
+            import yaml as _yaml
+
+            doc = _yaml.safe_load(text)
+            for k in path:
+                doc = doc[k]
+            tag = "anchor-on-tuned-key" if first else "alias-on-tuned-key"
+            out.append(Case(f"r17:yaml-alias:{fmt}:{tag}", "structure", {name: text},
+                            ["--tune", name, *tune, "--out", "t" + name[1:]], expect_rc=0,
+                            check=_tuned_keeps("t" + name[1:], path, "eval_iters", doc["eval_iters"])))
+    # a merge key: the layout comes from a shared block (functional tests' `<<: *BASE_MODEL_ARGS`)
+    base_keys = (b"tensor_model_parallel_size", b"pipeline_model_parallel_size", b"micro_batch_size")
+    kept = b"".join(ln + b"\n" for ln in YAML.splitlines() if not ln.startswith(base_keys))
+    merged = b"BASE: &BASE\n  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 1\n  micro_batch_size: 1\n" \
+        + b"<<: *BASE\n" + kept
+    out.append(Case("r17:yaml-merge:tune", "structure", {"r.yaml": merged}, ["--tune", "r.yaml", *tune, "--out", "t.yaml"]))
+    out.append(Case("r17:yaml-merge:project", "structure", {"r.yaml": merged}, ["--project", "r.yaml"] + TAIL))
+    for tag, files, name, words in (
+            ("bash:shared-expert=0", {"r.sh": MIXTRAL.replace(b"--moe-grouped-gemm",
+                                                              b"--moe-grouped-gemm --moe-shared-expert-intermediate-size 0")},
+             "r.sh", ("--moe-shared-expert-intermediate-size=0", "TransformerConfig")),
+            ("primus:shared-expert=0", {"r.yaml": PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n"
+                                                                 b"      moe_shared_expert_intermediate_size: 0\n")},
+             "r.yaml", ("moe_shared_expert_intermediate_size=0",)),
+            ("bash:encoder-seq-length", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --encoder-seq-length 8192\n")},
+             "r.sh", ("--encoder-seq-length=8192", "validate_args asserts")),
+            ("yaml:encoder-seq-length", {"r.yaml": YAML + b"\nencoder_seq_length: 8192\n"}, "r.yaml",
+             ("--encoder-seq-length=8192",)),
+            ("bash:padded-vocab-size=0", {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 --padded-vocab-size 0\n")},
+             "r.sh", ("--padded-vocab-size=0",))):
+        out.append(Case(f"r17:megatron-refuses:{tag}", "value", files, ["--project", name] + TAIL, expect_refusal=True,
+                        expect_words=words))
+    # two runs at once writing the same outputs (a job array, a re-run before the first ended): each write is whole
+    # (temp file + rename), no temp file is left, both exit 0
+    import shlex
+
+    def whole(names: tuple[str, ...]) -> Callable[[Path], Optional[str]]:
+        def check(d: Path) -> Optional[str]:
+            for n in names:
+                if not (d / n).exists():
+                    return f"{n} not written"
+                body = (d / n).read_text(errors="replace")
+                if (n.endswith(".html") and not body.rstrip().endswith("</html>")) or \
+                        (n.endswith(".json") and _json_finite(body) is None) or (n.endswith(".sh") and "torchrun" not in body):
+                    return f"{n} is not whole"
+            return None
+        return check
+
+    for tag, argv, names in (
+            ("project", ["--project", "r.sh", "--dry-run", "--report", "o.html", "--trace", "o.json"], ("o.html", "o.json")),):
+        # (two tunes at once pass the same way, but take > 10 s on a loaded 2-core machine)
+        twin = shlex.join([sys.executable, "-m", "primus_launch", *argv])
+        shell = f">/dev/null & P=$!; {twin} >/dev/null; R2=$?; wait $P; R1=$?; exit $((R1 | R2))"
+        out.append(Case(f"r17:concurrent:{tag}", "stream", {"r.sh": BASH}, argv, expect_rc=0, typed=shell.encode(),
+                        check=whole(names)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1791,6 +1900,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust14_cases()
     cases += robust15_cases(rng, quick)
     cases += robust16_cases()
+    cases += robust17_cases()
     return cases
 
 
@@ -1934,6 +2044,10 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         o.problems.append(f"hang: still running after {timeout:.0f} s")
     if "Traceback" in err:
         o.problems.append("traceback")
+    if case.check is not None and rc is not None:
+        said = case.check(d)
+        if said:
+            o.problems.append(said)
     if case.kind not in ("signal", "tty", "nohup", "stream") and case.expect_rc is None:
         raw = ACTIVE_CHARS.search(out + err)
         if raw:  # a character from the input a terminal would act on (clear, retitle, overwrite the line)

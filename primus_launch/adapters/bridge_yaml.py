@@ -56,7 +56,7 @@ from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert,
 from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, flag_dest,
                                                   mapping_items, mapping_root, node_value, scalar_text,
                                                   warnings_as_keys)
-from primus_launch.adapters.yaml_text import entries_after
+from primus_launch.adapters.yaml_text import entries_after, render_unshared
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, UnmodelledFlag
@@ -779,6 +779,10 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express.  FP8 with no
     scaling recipe named (the plan's None: Megatron-LM's default, delayed; the tuner's FP8 candidate) is written as
     ``delayed``: Bridge's MixedPrecisionConfig always names one (its default tensorwise), so it reads back by name."""
+    return render_unshared(original_text, lambda t: _render_bridge_text(plan, t))
+
+
+def _render_bridge_text(plan: Plan, original_text: str) -> str:
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
     if plan.training.precision == "fp8" and plan.training.fp8_recipe is None:
         plan = plan.model_copy(update={"training": plan.training.model_copy(update={"fp8_recipe": "delayed"})})

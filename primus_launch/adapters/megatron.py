@@ -31,6 +31,7 @@ from primus_launch.adapters.pai_patch import legacy_program
 from primus_launch.adapters.megatron_args import (SHAPE_DESTS, BY_DEST, changed_args, is_hybrid_program, plan_from_args,
                                                   program_family)
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
+from primus_launch.adapters.yaml_text import render_unshared
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
 from primus_launch.plan.legality import effective_fsdp_impl, megatron_env_fixes, megatron_env_problems
@@ -754,6 +755,9 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str,
 def render_megatron(plan: Plan, original_text: str) -> str:
     """The recipe text with only the plan's changed values edited (identical text if unchanged)."""
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
+    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash", ".slurm", ".sbatch"))
+                                         and is_yaml_text(original_text)):
+        return render_unshared(original_text, lambda t: _render_text(plan, t, path))
     return _render_text(plan, original_text, path)
 
 

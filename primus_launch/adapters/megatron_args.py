@@ -911,6 +911,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     if norm not in _NORM:
         raise PlanError("--normalization", norm, "one of LayerNorm, RMSNorm")
     add_bias = bool(get(a, "add_bias_linear"))
+    if a.get("seq_length") is not None and a.get("encoder_seq_length") is not None:
+        # megatron/training/arguments.py validate_args (core_v0.16.1, main): `assert args.encoder_seq_length is
+        # None` where --seq-length is given (it then sets encoder_seq_length from seq_length)
+        raise PlanError("--encoder-seq-length", a["encoder_seq_length"],
+                        f"left out with --seq-length={a['seq_length']} (Megatron-LM's validate_args asserts it)")
     seq = a.get("seq_length") if a.get("seq_length") is not None else a.get("encoder_seq_length")
     if seq is None:
         raise PlanError("--seq-length", None, "required (Megatron-LM has no default)")
@@ -921,6 +926,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     from primus_launch.adapters.megatron_vocab import fork_vocab
 
     fork = fork_vocab(a.get("tokenizer_type"), pai_extra)
+    for dest, v in (("padded_vocab_size", a.get("padded_vocab_size")),
+                    ("encoder_seq_length", None if a.get("seq_length") is not None else a.get("encoder_seq_length"))):
+        if isinstance(v, int) and not isinstance(v, bool) and v <= 0:  # named as given, not as the plan's field
+            raise PlanError(BY_DEST[dest].flag, v, "a positive integer")
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
@@ -981,7 +990,13 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         moe_pattern = None if all(pat) else tuple(pat)
     mla = bool(get(a, "multi_latent_attention"))
     mla_dims: dict[str, int] = {}
-    shared = (a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0
+    given_shared = a.get("moe_shared_expert_intermediate_size")
+    if isinstance(given_shared, (int, float)) and not isinstance(given_shared, bool) and given_shared <= 0:
+        # megatron-core TransformerConfig.__post_init__ (core_v0.16.1) raises for a shared size <= 0, MoE or not
+        raise PlanError("--moe-shared-expert-intermediate-size", given_shared,
+                        "a positive size (num_shared_experts x each one's FFN size), or left out for no shared "
+                        "expert (megatron-core's TransformerConfig raises for <= 0)")
+    shared = (given_shared or 0) if num_experts else 0
     # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
     moe_ffn = (ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts else None
     if num_experts and not shared:  # Pai-Megatron-Patch's legacy MoE models: --enable-shared-expert

@@ -287,8 +287,10 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                                                     "sets it); set it to a literal or a variable")
                 if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
                     raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
-                                                    "a ?: or a negative power, or a variable holding a command's output "
-                                                    "or $RANDOM); set it to a literal or a variable")
+                                                    "a ?: or a negative power, a number bash refuses -- 08, 2#3: 'value "
+                                                    "too great for base', bash stops the script there -- or a variable "
+                                                    "holding a command's output or $RANDOM); set it to a literal or a "
+                                                    "variable")
                 if v.text.startswith("${") and "$(" not in v.text:  # ${X/a/b}, ${X@Q}: not evaluated here
                     raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
                                                     "literal or a variable")

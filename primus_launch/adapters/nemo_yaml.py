@@ -54,7 +54,7 @@ from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, mapping_items, mapping_root, node_value,
                                                   scalar_text, warnings_as_keys)
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved, unresolved_why
-from primus_launch.adapters.yaml_text import entries_after
+from primus_launch.adapters.yaml_text import entries_after, render_unshared
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, UnmodelledFlag
@@ -546,6 +546,10 @@ def _edits(rec: NemoRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
 def render_nemo1_yaml(plan: Plan, original_text: str) -> str:
     """The NeMo config with only the plan's changed values edited (identical text if unchanged); the result
     must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
+    return render_unshared(original_text, lambda t: _render_nemo_text(plan, t))
+
+
+def _render_nemo_text(plan: Plan, original_text: str) -> str:
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
 
     def edits_of(out: str) -> list[ms.Edit]:

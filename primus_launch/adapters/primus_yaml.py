@@ -64,7 +64,7 @@ import yaml
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.node_size import fewest_nodes
 from primus_launch.adapters.primus_fla import fla_kernel_env, fla_loss
-from primus_launch.adapters.yaml_text import entries_after, entry
+from primus_launch.adapters.yaml_text import entries_after, entry, render_unshared
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -1522,6 +1522,11 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
                        env: Optional[Mapping[str, str]] = None) -> str:
     """The experiment's text with only the overrides the tuned ``plan`` changes edited or added;
     an unchanged plan gives the text byte for byte.  Re-read to check it gives ``plan``."""
+    return render_unshared(original_text, lambda t: _render_text(plan, t, path, primus_root, env))
+
+
+def _render_text(plan: Plan, original_text: str, path: str | Path, primus_root: Optional[str | Path],
+                 env: Optional[Mapping[str, str]]) -> str:
     env = os.environ if env is None else env
     p = Path(path)
     r = resolve(p, original_text, primus_root, env)
