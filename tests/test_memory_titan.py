@@ -32,6 +32,13 @@ from primus_launch.projection.memory.titan import TITAN, TITAN_CPU, TitanImpl, l
 trace = functools.cache(titan_trace.trace)
 
 
+def after_forward(c: TitanCase) -> dict:
+    """The second step's categories once the loss is computed (``titan_trace.trace``'s ``after_forward``): from
+    the whole step's trace where a step test of this file traces the case anyway, else from a trace that ends
+    there (``forward_only``: the same bytes, the step's backward and optimizer not run)."""
+    return (trace(c) if c in STEP_CASES else trace(c, forward_only=True))["after_forward"]
+
+
 def plan_of(c: TitanCase) -> Plan:
     arch = arch_from_flavor(c.model, c.flavor).model_copy(update=dict(num_layers=c.layers, seq_length=c.seq))
     if isinstance(c.ac, int):
@@ -74,6 +81,8 @@ CASES = {
     "float8-tensorwise-op": TitanCase(float8="tensorwise", flash=True, ac="op"),
     "float8-rowwise-full-debug": TitanCase(flavor="debugmodel", layers=4, float8="rowwise", flash=True, ac="full"),
 }
+QWEN3_MOE_STEP = TitanCase(model="qwen3", flavor="debugmodel_moe", layers=2, seq=512, dp_shard=8, flash=True)
+STEP_CASES = frozenset(CASES.values()) | {QWEN3_MOE_STEP}  # the cases whose whole step a test reads
 # the flash-attention op is on SelectiveAC's save list (the CPU SDPA kernel is not)
 IMPL = {name: TitanImpl(norm_bytes=8, sdpa_on_save_list=True) for name, c in CASES.items() if c.flash}
 
@@ -107,9 +116,9 @@ def test_titan_step_per_term_within_3pct(name):
 def test_titan_block_activations_exact(ac, tp):
     """Two blocks minus one block, after the forward (loss included in both): the bytes one
     torchtitan block keeps under each AC policy."""
-    one = trace(TitanCase(layers=1, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
-    two = trace(TitanCase(layers=2, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
-    got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
+    one = after_forward(TitanCase(layers=1, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
+    two = after_forward(TitanCase(layers=2, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
+    got = _cat(two, "Activation") - _cat(one, "Activation")
     arch = arch_from_flavor("llama3", "8B")
     la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=tp, ac=ac, impl=TITAN_CPU, attn="sdpa")
     assert la.kept == pytest.approx(got, rel=2e-3)
@@ -122,9 +131,9 @@ def test_qwen3_dense_block_activations_exact(ac):
     after the forward equal the model's block to the trace's RNG seeds (MEMORY.md round 29)."""
     impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=True)
     arch = arch_from_flavor("qwen3", "0.6B")
-    one, two = (trace(TitanCase(model="qwen3", flavor="0.6B", layers=n, seq=256, dp_shard=1, flash=True, ac=ac))
-                for n in (1, 2))
-    got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
+    one, two = (after_forward(TitanCase(model="qwen3", flavor="0.6B", layers=n, seq=256, dp_shard=1, flash=True,
+                                        ac=ac)) for n in (1, 2))
+    got = _cat(two, "Activation") - _cat(one, "Activation")
     la = layer_activation_bytes(arch, seq=256, mbs=1, tp=1, ac=ac, impl=impl, attn="sdpa")
     assert la.kept == pytest.approx(got, abs=64)
 
@@ -287,9 +296,11 @@ def test_memory_basis_allocated_below_reserved_and_named():
     assert sum(alloc.breakdown.values()) == alloc.peak_bytes_per_gpu
 
 
-@pytest.mark.parametrize("model,flavor,layers", [("qwen3", "debugmodel_moe", (1, 2)), ("deepseek_v3", "debugmodel", (2, 3))],
+# deepseek_v3's first block is dense: its traces start at block 1 (first_layer), so that one and two blocks are MoE
+# blocks and the second minus the first is block 2 -- the block the 2- and 3-block traces from block 0 differ by
+@pytest.mark.parametrize("model,flavor,first", [("qwen3", "debugmodel_moe", 0), ("deepseek_v3", "debugmodel", 1)],
                          ids=["qwen3-moe", "deepseek-mla-moe"])
-def test_titan_moe_block_activations(model, flavor, layers):
+def test_titan_moe_block_activations(model, flavor, first):
     """torchtitan MoE blocks (qwen3: GQA with per-head q/k RMSNorm, 64 experts top-8; deepseek_v3: MLA
     with its latent kv norm, 8 experts top-3 + a shared expert) through parallelize_qwen3 /
     parallelize_deepseekv3 under FakeTensorMode (attention as the fused GPU kernels keep it: flash, or
@@ -297,8 +308,9 @@ def test_titan_moe_block_activations(model, flavor, layers):
     (router scores, top-k and dispatch indices, permuted tokens, grouped-GEMM w1/w3/silu/w2 tensors, the
     combine's fp32 copy, shared expert)."""
     impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=True)
-    got = [trace(TitanCase(model=model, flavor=flavor, layers=n, seq=512, dp_shard=8, flash=True)) for n in layers]
-    per = _cat(got[1]["after_forward"], "Activation") - _cat(got[0]["after_forward"], "Activation")
+    got = [after_forward(TitanCase(model=model, flavor=flavor, layers=n, seq=512, dp_shard=8, flash=True,
+                                   first_layer=first)) for n in (1, 2)]
+    per = _cat(got[1], "Activation") - _cat(got[0], "Activation")
     arch = arch_from_flavor(model, flavor)
     la = layer_activation_bytes(arch, seq=512, mbs=1, tp=1, impl=impl, moe=True, attn="sdpa")
     assert la.full == pytest.approx(per, rel=1e-3)
@@ -307,7 +319,7 @@ def test_titan_moe_block_activations(model, flavor, layers):
 def test_titan_moe_step_qwen3():
     """A qwen3 MoE step (2 blocks, FSDP 8, no AC): parameters (with qwen3's fp32 cos|sin RoPE caches),
     optimizer, gradients and activations at the traced peak within 3 %, the total too."""
-    c = TitanCase(model="qwen3", flavor="debugmodel_moe", layers=2, seq=512, dp_shard=8, flash=True)
+    c = QWEN3_MOE_STEP
     got = trace(c)
     st = titan_stage_memory(*titan_args(plan_of(c)), TitanImpl(norm_bytes=8, sdpa_on_save_list=True))[0]
     pk = got["peak_snapshot"]

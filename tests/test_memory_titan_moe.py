@@ -171,7 +171,8 @@ def test_moe_block_activations_with_ep_and_tp():
                TitanCase(model="qwen3", flavor="debugmodel_moe", layers=1, seq=512, dp_shard=8, ep=4, flash=True),
                TitanCase(model="deepseek_v3", flavor="debugmodel", layers=1, first_layer=1, seq=512, dp_shard=4,
                          tp=2, ep=2, flash=True)):
-        one, two = trace(c0), trace(TitanCase(**{**c0.__dict__, "layers": 2}))
+        # traces that end once the second step's loss is computed (titan_trace.trace's forward_only: the same bytes)
+        one, two = (trace(c, forward_only=True) for c in (c0, TitanCase(**{**c0.__dict__, "layers": 2})))
         per = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
         arch = arch_from_flavor(c0.model, c0.flavor)
         la = layer_activation_bytes(arch, seq=c0.seq, mbs=1, tp=c0.tp, impl=IMPL, moe=True, attn="sdpa", ep=c0.ep,
@@ -188,7 +189,7 @@ def test_op_sac_mla_moe_block_saves_every_second_mm_of_attention_and_shared_expe
     (``sdpa_on_save_list=False``); on a GPU flex / cuDNN attention is on the list and the output is kept."""
     c0 = TitanCase(model="deepseek_v3", flavor="debugmodel", layers=1, first_layer=1, seq=512, dp_shard=8, ep=1,
                    flash=True, ac="op")
-    one, two = trace(c0), trace(TitanCase(**{**c0.__dict__, "layers": 2}))
+    one, two = (trace(c, forward_only=True) for c in (c0, TitanCase(**{**c0.__dict__, "layers": 2})))
     per = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
     arch = arch_from_flavor(c0.model, c0.flavor)
     assert not arch.q_lora_rank and arch.moe_shared_expert_intermediate_size

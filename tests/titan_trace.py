@@ -373,13 +373,15 @@ def _cats(snap: dict) -> dict[str, int]:
     return out
 
 
-def trace(case: TitanCase) -> dict[str, Any]:
+def trace(case: TitanCase, forward_only: bool = False) -> dict[str, Any]:
     """Bytes of rank 0 in the second training step of ``case``.
 
     Returns ``static`` (categories before forward: sharded fp32 params, buffers, optimizer
     states), ``after_forward`` (categories once the loss is computed: what the backward will use),
     ``after_backward``, ``peak`` (highest total of the step) and ``peak_phase`` (forward, backward
-    or optimizer).
+    or optimizer).  ``forward_only``: the trace ends once the second step's ``after_forward`` is
+    taken (``static``, ``after_forward`` and ``peak_forward`` only; the same bytes -- nothing of
+    the step after the snapshot reaches it).
     """
     from torchtitan.components.loss import ChunkedLossWrapper, cross_entropy_loss
 
@@ -433,6 +435,9 @@ def trace(case: TitanCase) -> dict[str, Any]:
                 if it == 1:
                     res["after_forward"] = _cats(mt.get_tracker_snapshot("current"))
                     res["peak_forward"] = max(mt._peak_mem.values())
+                    if forward_only:
+                        del loss
+                        break
                 loss.backward()
                 del loss
                 if it == 1:
@@ -443,6 +448,8 @@ def trace(case: TitanCase) -> dict[str, Any]:
                 if it == 1:
                     res["peak"] = max(mt._peak_mem.values())
                     res["peak_snapshot"] = _cats(mt.get_tracker_snapshot("peak"))
+    if forward_only:
+        return res
     res["peak_phase"] = ("forward" if res["peak"] == res["peak_forward"] else
                          "backward" if res["peak"] == res["peak_backward"] else "optimizer")
     res["num_params_local"] = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel()

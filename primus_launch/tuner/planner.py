@@ -335,7 +335,15 @@ def subspace(space: Space, inc: Knobs) -> list[Knobs]:
     cheapest changes; ties: the table's order, the recipe's own values first), plus every flag
     combination of ``inc``'s own structure."""
     want = tuple(inc[N_STRUCT:])
-    nearest = [min(t, key=lambda f: _flag_distance(f, want)) for t in space.tables]  # min: first of ties
+    dist: dict[tuple, float] = {}  # the tables share their flag tuples: each distance once
+
+    def distance(f: tuple) -> float:
+        d = dist.get(f)
+        if d is None:
+            d = dist[f] = _flag_distance(f, want)
+        return d
+
+    nearest = [min(t, key=distance) for t in space.tables]  # min: first of ties
     out = [Knobs._make(h + nearest[c]) for h, c in zip(space.structs, space.ctx)]
     s = space.struct_index(inc)
     if s is not None:
