@@ -1333,11 +1333,13 @@ def robust11_cases() -> list[Case]:
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,
                     expect_words=("3 training commands", "--global-batch-size 256 (of 64, 128, 256)")))
-    # a tune on a cluster no layout fits (3 GPUs: TP 3 splits no 32 heads, PP 3 no 32 layers, DP 3 no batch of 128):
-    # the recipe's own error alone read as if only its layout had been tried
+    # a tune on a cluster no layout fits (13 x 7 = 91 GPUs: TP 7 splits no 32 heads, DP 7 / 13 / 91 no batch of 128,
+    # PP 91 more stages than 32 layers; 3 GPUs fit since uneven pipeline stages are offered, tune17): the recipe's own
+    # error alone read as if only its layout had been tried
     out.append(Case("r11:tune-no-layout", "argv", {"r.sh": BASH},
-                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--nodes", "1", "--gpus-per-node", "3"], expect_refusal=True,
-                    expect_words=("must divide world size 3", "no layout the tune starts from is legal there either")))
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--nodes", "13", "--gpus-per-node", "7"],
+                    expect_refusal=True,
+                    expect_words=("must divide world size 91", "no layout the tune starts from is legal there either")))
     out.append(Case("r11:tune-no-fit-margin", "value", {"r.sh": BASH},
                     ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--max-work", "300", "--memory-margin", "0.99",
                      "--report", "t.html"], expect_refusal=True,
