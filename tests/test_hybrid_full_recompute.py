@@ -17,14 +17,9 @@ import pytest
 from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection.cost.recompute import effective_granularity, full_recompute_inert
 from primus_launch.projection.dryrun import project_dry_run
+from tests.test_hybrid_mamba import NANO
 
-PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
-HYBRID = ModelArch(name="nemotron-3-nano", num_layers=52, hidden_size=2688, ffn_hidden_size=1856,
-                   num_attention_heads=32, num_query_groups=2, head_dim=128, vocab_size=131072,
-                   make_vocab_size_divisible_by=128, seq_length=8192, swiglu=False, activation="squared_relu",
-                   position_embedding="none", num_experts=128, moe_router_topk=6, moe_ffn_hidden_size=1856,
-                   moe_shared_expert_intermediate_size=3712, moe_router_bias=True, hybrid_pattern=PATTERN,
-                   mamba_num_heads=64, mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128)
+HYBRID = NANO  # Nemotron 3 Nano (tests/test_hybrid_mamba.py)
 GPT = ModelArch(name="gpt-8b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                 num_query_groups=8, vocab_size=128256, seq_length=8192)
 

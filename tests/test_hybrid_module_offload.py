@@ -22,14 +22,9 @@ import torch
 from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection.cost.offload import module_offload_inert
 from primus_launch.projection.dryrun import project_dry_run
+from tests.test_hybrid_mamba import NANO
 
-PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
-HYBRID = ModelArch(name="nemotron-3-nano", num_layers=52, hidden_size=2688, ffn_hidden_size=1856,
-                   num_attention_heads=32, num_query_groups=2, head_dim=128, vocab_size=131072,
-                   make_vocab_size_divisible_by=128, seq_length=8192, swiglu=False, activation="squared_relu",
-                   position_embedding="none", num_experts=128, moe_router_topk=6, moe_ffn_hidden_size=1856,
-                   moe_shared_expert_intermediate_size=3712, moe_router_bias=True, hybrid_pattern=PATTERN,
-                   mamba_num_heads=64, mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128)
+HYBRID = NANO  # Nemotron 3 Nano (tests/test_hybrid_mamba.py)
 MOE = ModelArch(name="moe-16x", num_layers=16, hidden_size=2048, ffn_hidden_size=8192, num_attention_heads=16,
                 num_query_groups=4, vocab_size=128256, seq_length=8192, num_experts=64, moe_router_topk=6,
                 moe_ffn_hidden_size=1024)

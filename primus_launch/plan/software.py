@@ -29,16 +29,21 @@ _TORCH_ALLOWED = ("a torch version as torch.__version__ prints it (2.8.0, 2.9.1+
                   "2.6.0a0+git1963fc8), or leave it out for the current stack")
 
 
-def parse_torch_version(text: str, field: str = "software.torch") -> Version:
+def _parse_version(text: str, field: str, allowed: str) -> Version:
     """``text`` as a :class:`packaging.version.Version` with at least major.minor; a :class:`PlanError` naming
-    ``field`` otherwise."""
+    ``field`` and ``allowed`` otherwise."""
     try:
         v = Version(text.strip())
     except InvalidVersion:
-        raise PlanError(field, text, _TORCH_ALLOWED) from None
+        raise PlanError(field, text, allowed) from None
     if len(v.release) < 2 or v.epoch:
-        raise PlanError(field, text, _TORCH_ALLOWED)
+        raise PlanError(field, text, allowed)
     return v
+
+
+def parse_torch_version(text: str, field: str = "software.torch") -> Version:
+    """``text`` as a torch version (:func:`_parse_version`)."""
+    return _parse_version(text, field, _TORCH_ALLOWED)
 
 
 _TITAN_ALLOWED = ("a torchtitan version as its assets/version.txt gives it (0.1.0, 0.2.0, 0.3.0, "
@@ -46,15 +51,8 @@ _TITAN_ALLOWED = ("a torchtitan version as its assets/version.txt gives it (0.1.
 
 
 def parse_torchtitan_version(text: str, field: str = "software.torchtitan") -> Version:
-    """``text`` as a :class:`packaging.version.Version` with at least major.minor; a :class:`PlanError` naming
-    ``field`` otherwise."""
-    try:
-        v = Version(text.strip())
-    except InvalidVersion:
-        raise PlanError(field, text, _TITAN_ALLOWED) from None
-    if len(v.release) < 2 or v.epoch:
-        raise PlanError(field, text, _TITAN_ALLOWED)
-    return v
+    """``text`` as a torchtitan version (:func:`_parse_version`)."""
+    return _parse_version(text, field, _TITAN_ALLOWED)
 
 
 class Software(StrictModel):
