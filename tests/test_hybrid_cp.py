@@ -185,3 +185,19 @@ def test_cp_prices_the_mixer_all_to_alls():
     ssd = next(k for k in ops1 if "SSD chunk scan" in k)
     assert ops2[ssd] == pytest.approx(ops1[ssd], rel=1e-12)
     assert any("Mamba CP copies" in k for k in ops2) and not any("Mamba CP copies" in k for k in ops1)
+
+
+def test_mixer_all_to_alls_are_on_the_step_not_only_in_the_breakdown(monkeypatch):
+    """The Mamba layers' CP all-to-alls run in line on the compute stream (``mamba_cp_comm``): at PP 1 the
+    iteration time grows by exactly what they add to the CP component, not only the breakdown (found on re-read:
+    they were in ``q.cp`` but not in the pipeline's forward / backward times)."""
+    import primus_launch.projection.steps.layer as steps_layer
+    from primus_launch.projection.dryrun import project_dry_run
+
+    plan = _plan(cp=2).with_changes(model={"seq_length": 16384})
+    with_a2a = project_dry_run(plan)
+    monkeypatch.setattr(steps_layer, "mamba_cp_comm", lambda *a: (0.0, 0.0))
+    without = project_dry_run(plan)
+    added = with_a2a.time_breakdown["cp_comm"] - without.time_breakdown["cp_comm"]
+    assert added > 0
+    assert with_a2a.iteration_time_s - without.iteration_time_s == pytest.approx(added, rel=1e-6)

@@ -208,9 +208,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 q.f += ef
                 q.bi += eb
                 q.dp += ef + eb
-            q.f += tpl_f + n_cp * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
-            q.bi += (tpl_b + n_cp * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
-                     + tpl_r + (rec_dense + rec_moe) * cp_f + (rec_moe + sac_moe) * ep_f)
+            q.f += (tpl_f + n_cp * cp_f + n_mamba * layer.cp_mamba[0] + n_moe * ep_f + n_dense * fsdp_dense[0]
+                    + n_moe * fsdp_moe[0])
+            q.bi += (tpl_b + n_cp * cp_b + n_mamba * layer.cp_mamba[1] + n_moe * ep_b + n_dense * fsdp_dense[1]
+                     + n_moe * fsdp_moe[1] + tpl_r + (rec_dense + rec_moe) * cp_f + (rec_moe + sac_moe) * ep_f)
             if chunk.embedding:
                 q.f += lt.embedding.fwd_s + emb_tp2[0]
                 q.bi += lt.embedding.bwd_input_s + emb_tp2[1]
