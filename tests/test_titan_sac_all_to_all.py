@@ -7,7 +7,7 @@ torchtitan 0.3.0's op-SAC save list (``distributed/activation_checkpoint.py``) h
 ``full_dtensor`` (v0.1 / v0.2: ``all_to_all_single_autograd``, the same op), and through spmd_types'
 ``all_to_all`` (``torch.distributed.all_to_all``: ``c10d.alltoall_``) eager under the default ``spmd_types``.
 The MoE ``op`` term of ``projection/memory/titan.py`` keeps both all-to-all outputs (``2 a Tk h`` per MoE layer)
-where the policy saves them (``a2a_kept``), and ``steps/stage.py`` re-runs the forward exchanges in the backward
+where the policy saves them (``a2a_rows``), and ``steps/stage.py`` re-runs the forward exchanges in the backward
 where it does not (``cost/titan_sac.py``).  Checked against torch and torchtitan themselves: a one-rank gloo
 group, the autograd all-to-all inside a non-reentrant selective checkpoint; torchtitan's own dispatcher under its
 own ``SelectiveAC`` (``tests/titan_a2a_trace.py``) for each backend, eager and compiled, against the plan the
@@ -111,7 +111,7 @@ def test_policy_keeps_the_all_to_alls_where_the_plan_says(traced, config):
     same launch settings says which (``op_sac_keeps_ep_a2a``), and the memory model keeps the two token
     exchanges' outputs -- the bytes the policy's saved outputs have, ``2 a Tk h`` at the traced shape -- exactly
     then."""
-    from primus_launch.projection.cost.titan_sac import op_sac_keeps_ep_a2a
+    from primus_launch.projection.cost.titan_sac import op_sac_a2a_rows, op_sac_keeps_ep_a2a
     from primus_launch.projection.memory.titan import layer_activation_bytes
     from titan_a2a_trace import HIDDEN, TOKENS, TOP_K
 
@@ -128,8 +128,8 @@ def test_policy_keeps_the_all_to_alls_where_the_plan_says(traced, config):
         assert token_bytes == [2 * TOKENS * TOP_K * HIDDEN] * 2
     m = plan.model
     kw = dict(seq=m.seq_length, mbs=1, tp=1, ac="op", moe=True, ep=8)
-    diff = (layer_activation_bytes(m, a2a_kept=op_sac_keeps_ep_a2a(plan), **kw).kept
-            - layer_activation_bytes(m, a2a_kept=False, **kw).kept)
+    diff = (layer_activation_bytes(m, a2a_rows=op_sac_a2a_rows(plan), **kw).kept
+            - layer_activation_bytes(m, a2a_rows=0.0, **kw).kept)
     from primus_launch.projection.memory.titan import moe_tokens
     assert diff == pytest.approx(2 * 2 * moe_tokens(m.seq_length, tp=1, ep=8) * m.moe_router_topk * m.hidden_size
                                  if saved else 0.0)

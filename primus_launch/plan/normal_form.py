@@ -37,26 +37,28 @@ def titan_shard_degree(plan: PlanSections) -> int:
     return shard * p.cp
 
 
+def _outside_normal_form(plan: PlanSections) -> bool:
+    """Whether ``plan`` is a TorchTitan plan saying ``"full"`` over a shard group of one (module doc)."""
+    p = plan.parallel
+    if plan.framework != "torchtitan" or p.dp_sharding != "full" or plan.world_size % (p.tp * p.cp * p.pp):
+        return False
+    return titan_shard_degree(plan) == 1
+
+
 def normalize(plan: PlanSections) -> None:
     """Put ``plan`` (in place, before its legality check) in the normal form above: a TorchTitan plan with
     ``dp_sharding = "full"`` and ``dp_shard x cp = 1`` becomes ``"none"``, ``dp_replicate = 1``,
     ``overlap_param_gather = False`` (torchtitan 0.3.0 ``ParallelDims.fsdp_enabled`` is false there)."""
-    p = plan.parallel
-    if plan.framework != "torchtitan" or p.dp_sharding != "full" or plan.world_size % (p.tp * p.cp * p.pp):
+    if not _outside_normal_form(plan):
         return
-    if titan_shard_degree(plan) != 1:
-        return
-    plan.parallel = p.model_copy(update={"dp_sharding": "none", "dp_replicate": 1})
+    plan.parallel = plan.parallel.model_copy(update={"dp_sharding": "none", "dp_replicate": 1})
     plan.training = plan.training.model_copy(update={"overlap_param_gather": False})
 
 
 def normal_copy(plan: PlanSections) -> PlanSections:
     """``plan`` itself where it is in the normal form, else a normalized shallow copy (the caller's plan is left
     as it is): what the projection prices, so both spellings of one job project alike."""
-    p = plan.parallel
-    if plan.framework != "torchtitan" or p.dp_sharding != "full" or plan.world_size % (p.tp * p.cp * p.pp):
-        return plan
-    if titan_shard_degree(plan) != 1:
+    if not _outside_normal_form(plan):
         return plan
     q = plan.model_copy()
     normalize(q)

@@ -19,7 +19,7 @@ and the block's backward re-runs them before its own two gradient all-to-alls (t
 ``tests/test_titan_sac_all_to_all.py``).  The backward of every MoE layer then adds the layer's forward EP
 seconds, ``ep_f = sum of the forward dispatcher collectives`` (``cost/moe_dispatch.py``: ``E 8`` + ``2 T k h 2``
 bytes per rank at the busiest rank's factor, exposed as ``steps/layer.py`` prices it): ``steps/stage.py``.
-The memory side is :func:`memory.titan.layer_activation_bytes` ``a2a_kept``.
+The memory side is :func:`memory.titan.layer_activation_bytes` ``a2a_rows`` (:func:`op_sac_a2a_rows`).
 """
 
 from __future__ import annotations

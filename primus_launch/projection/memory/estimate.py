@@ -342,7 +342,7 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
                       nmb: int, precision: Precision, gran: RecomputeGranularity, method: RecomputeMethod,
                       rnum: Optional[int], compiled: bool, reshard: str, attn: str = "flex",
                       loss_compiled: bool = False, loss_chunks: int = 1, param_bytes: float = 4.0,
-                      state_bytes: float = 4.0, a2a_kept: bool | float = True, fp4_layers: Optional[tuple[int, ...]] = None,
+                      state_bytes: float = 4.0, a2a_rows: Optional[float] = None, fp4_layers: Optional[tuple[int, ...]] = None,
                       impl: TitanImpl = TITAN, measured: Optional[MeasuredTitanBlocks] = None,
                       gemm_ws: GemmWorkspaces | None = None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
@@ -371,9 +371,9 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     all layers under an NVFP4 converter without layer fqns): under per-op SAC such a block keeps no linear output
     (:func:`memory.titan.layer_activation_bytes` ``mm_saved=False``).
 
-    ``a2a_kept``: the rows of ``h`` per token of an EP rank that per-op SAC keeps from an MoE block's two EP token
+    ``a2a_rows``: the rows of ``h`` per token of an EP rank that per-op SAC keeps from an MoE block's two EP token
     exchanges (:func:`projection.cost.titan_sac.op_sac_a2a_rows`: 0, ``2 k`` for all-to-all, DeepEP's destination
-    ranks + 1; :func:`memory.titan.layer_activation_bytes` ``a2a_rows``).  A bool (older callers): True = ``2 k``.
+    ranks + 1; ``None``: ``2 k``; :func:`memory.titan.layer_activation_bytes` ``a2a_rows``).
 
     ``gemm_ws`` (:func:`titan_gemm_workspaces`; ``None`` = none, as on the CPU) adds torch's cuBLAS
     workspaces to each stage's allocated peak (:func:`memory.stage.stage_report` ``workspaces``)."""
@@ -387,8 +387,7 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     h = m.hidden_size
     flight = in_flight_closed_form(schedule, pp, vpp, nmb)
     ac = titan_ac_mode(gran)
-    rows = (2.0 * (m.moe_router_topk or 0) if a2a_kept else 0.0) if isinstance(a2a_kept, bool) else float(a2a_kept)
-    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn, a2a_rows=rows)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn, a2a_rows=a2a_rows)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_fp4 = ({moe: titan_layer_bytes(m, ac="op", moe=moe, mm_saved=False, **kw) for moe in {False, m.is_moe}}

@@ -248,7 +248,7 @@ def titan_ac_mode(granularity: str) -> str:
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
                            ep: int = 1, attn: str = "flex", mm_saved: bool = True,
-                           a2a_kept: bool = True, a2a_rows: Optional[float] = None) -> TitanLayer:
+                           a2a_rows: Optional[float] = None) -> TitanLayer:
     """Bytes one torchtitan decoder block keeps per micro-batch on one GPU (module docstring).
 
     ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
@@ -273,14 +273,14 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     the saved matmuls of :func:`op_sac_mm_outputs` (MLA's and the shared expert's included), the router's
     top-k, the all-to-all outputs; traced for GQA (qwen3, EP) and MLA with a shared expert (deepseek_v3, EP 1).
 
-    ``a2a_kept`` (:func:`projection.cost.titan_sac.op_sac_keeps_ep_a2a`): whether op-SAC keeps the two EP token
-    all-to-all outputs (``2 a Tk h``).  False for torchtitan 0.3's eager ``spmd_types`` backend: its
-    ``AllToAllTokenDispatcher`` sends them with spmd_types' ``_AllToAllUneven`` (``torch.split`` +
-    ``torch.distributed.all_to_all`` -- ``c10d.alltoall_`` -- + ``torch.cat``, spmd_types 0.2.3
-    ``_collectives.py``), none of them on the save list (``_c10d_functional.all_to_all_single``), so the policy
-    recomputes both (traced, ``tests/test_titan_sac_all_to_all.py``): the term is 0.  ``a2a_rows``
-    (:func:`projection.cost.titan_sac.op_sac_a2a_rows`), when given, replaces ``2 k``: the kept rows per token
-    of the rank, ``a T h a2a_rows`` (DeepEP keeps each token once per destination rank plus the combined ``T``).
+    ``a2a_rows`` (:func:`projection.cost.titan_sac.op_sac_a2a_rows`; ``None``: ``2 k``, both all-to-all outputs
+    ``2 a Tk h``): the rows of ``h`` per token of the rank that op-SAC keeps from the two EP token exchanges,
+    ``a T h a2a_rows``.  0 for torchtitan 0.3's eager ``spmd_types`` backend: its ``AllToAllTokenDispatcher``
+    sends them with spmd_types' ``_AllToAllUneven`` (``torch.split`` + ``torch.distributed.all_to_all`` --
+    ``c10d.alltoall_`` -- + ``torch.cat``, spmd_types 0.2.3 ``_collectives.py``), none of them on the save list
+    (``_c10d_functional.all_to_all_single``), so the policy recomputes both (traced,
+    ``tests/test_titan_sac_all_to_all.py``); DeepEP keeps each token once per destination rank plus the
+    combined ``T``.
 
     float8 / MXFP8 grouped GEMMs (``quantize.grouped_mm.*``, torchao ``moe_training/fp8_grouped_mm.py``
     ``_Float8GroupedMM`` and ``mxfp8_grouped_mm.py`` ``_MXFP8GroupedMM``) save the high-precision input
@@ -390,10 +390,10 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # shared expert (op_sac_mm_outputs; the router's gate neither counted nor saved), the attention, the
         # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
         # dispatched rows ``a R D`` and the combined rows ``a N D``; not 0.3's eager spmd_types all-to-alls,
-        # ``a2a_kept``) are saved
+        # ``a2a_rows``) are saved
         Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
         mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv") if mm_saved else []
-        rows = (2.0 * arch.moe_router_topk if a2a_kept else 0.0) if a2a_rows is None else a2a_rows
+        rows = 2.0 * arch.moe_router_topk if a2a_rows is None else a2a_rows
         kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (a * moe_tokens(sb, tp=t, ep=ep) * h * rows
                                                                if ep > 1 else 0.0)
         if impl.sdpa_on_save_list:
