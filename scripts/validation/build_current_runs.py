@@ -16,7 +16,9 @@ DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus re
 and the Primus MoE package 2.0 blog's FP8 rows (``--primus2 DIR``: ``git -C MIRROR archive 38ac39ff primus/configs
 examples/megatron/configs/MI355X examples/moe_package | tar -x -C DIR``; branch blog/moe_package_2.0), and round
 thirteen's rows (``doc_pr_runs.py``: Megatron-LM's DeepSeek-V3 GB200 optimisation article and its reproduce guide;
-pytorch/torchtitan PR descriptions #2107 / #1690 with logged tps).
+pytorch/torchtitan PR descriptions #2107 / #1690 with logged tps), and round fourteen's rows (``card_runs.py``:
+Megatron-Bridge model verification cards' pretrain items and the activation-recompute skill's Moonlight 16B sweep, with
+the memory cases' transcriptions of the same runs).
 """
 import json
 import re
@@ -29,6 +31,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from coarse_moe_runs import coarse_moe_rows
 from dgxc_runs import dgxc_rows
 from dgxc_titan_runs import dgxc_titan_rows
+from card_runs import card_rows
 from doc_pr_runs import doc_pr_rows
 from current_runs_flops import (DSV3, GPTOSS_120B, KIMI_K2, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
                    flops_per_token, hybrid_flops_per_token)
@@ -2342,7 +2345,7 @@ def main():
     rows = (mlm_rows() + bridge_rows() + titan_rows() + titan_nvfp4doc_rows() + amd_rows()
             + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1])
             + primus_moe2_rows(sys.argv[sys.argv.index("--primus2") + 1]) + dgxc_rows() + coarse_moe_rows()
-            + doc_pr_rows() + dgxc_titan_rows())
+            + doc_pr_rows() + dgxc_titan_rows() + card_rows())
     for r in rows:
         prec = (r["training"]["precision"] or "").lower()
         low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8", "nvfp4")) else "bf16"
