@@ -2720,6 +2720,159 @@ CASES += [
 ]
 
 
+# ---------------------------------------------------------------- round 41 (branch oom22): Megatron-Bridge issue threads
+# A source not used before: the GitHub *issue* threads (bug reports) of NVIDIA-NeMo/Megatron-Bridge (earlier rounds read
+# Bridge's docs, recipes, commits and pull requests, never an issue).  Each case = the performance recipe at the commit
+# the report names (read in the Bridge mirror), as the Megatron-LM flags of the matching current_runs row with the
+# edits that recipe makes; outcome from the thread (and, for a 'ran' twin, from the fix commit / the release table).
+FP4_FLAGS = {"--fp4-format": "e2m1", "--fp4-recipe": "nvfp4", "--fp4-param-gather": None}
+
+
+def _mbi_src(num: int, date: str, what: str) -> dict:
+    return dict(ref=f"NVIDIA-NeMo/Megatron-Bridge issue #{num}: {what}",
+                url=f"https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/{num}", date=date)
+
+
+# Qwen3-30B-A3B on one 8 x B300 node, nvcr.io/nvidia/nemo:26.06.00 (Bridge v0.5.0, fcbb60311), the performance recipe
+# launched through scripts/performance/run_script.py with torchrun.
+_Q30_B300_CG_FP8 = ("--fp8-dot-product-attention", "--moe-pad-experts-for-cuda-graph-inference", "--moe-paged-stash",
+                    "--moe-expert-rank-capacity-factor", "--moe-paged-stash-buffer-size-factor-cuda",
+                    "--moe-paged-stash-buffer-size-factor-cpu", "--high-priority-a2a-comm-stream",
+                    "--use-transformer-engine-op-fuser", "--moe-mlp-glu-interleave-size",
+                    "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")
+_MBI4587_QUOTE = ("reporter: 'With the official/default configuration, bf16 and nvfp4 pretraining can run successfully. "
+                  "However, the same official recipe with --compute_dtype fp8_mx consistently runs into CUDA OOM'; "
+                  "maintainer (2026-07-01): 'The resolved workload configuration is the same in both cases: EP=8, MBS=8, "
+                  "GBS=512, sequence length 4096, HybridEP, and full-iteration CUDA graphs. ... invoking "
+                  "scripts/performance/run_script.py directly bypasses the performance executor and PerfEnvPlugin, which "
+                  "normally inject the allocator and CUDA-graph environment ... the failing run reports about 60.9 GB "
+                  "inactive and 268.9 GB reserved, then falls roughly 2.2 GiB short on the next 9.27 GiB allocation. The "
+                  "reference run has 0 inactive memory at the same point and completes all 50 steps.'")
+_MBI4587_READ = ("Container 26.06.00 = Bridge v0.5.0 (fcbb60311, 2026-06-16).  scripts/performance/configs/qwen at v0.5.0: "
+                 "QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_{BF16,FP8_MX}_V1 (8 GPUs, MBS 8, hybridep; BF16: TE CUDA graphs of "
+                 "moe_router + moe_preprocess; FP8_MX: + moe_a2a_overlap, full_iteration graph, cutedsl fused grouped MLP, "
+                 "FP8 attention), qwen3_30b_a3b_pretrain_config_b300 (set_full_iter_cg_configs -- paged stash, padded "
+                 "experts -- only for fp8_mx with a full-iteration graph; no recompute; grads reduced in bf16).  Flags = "
+                 "current_runs row mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu (the same recipe, 26.06 table) with the "
+                 "edits listed.")
+CASES += [
+    dict(id="mbissue4587_qwen3_30b_b300_fp8mx_8gpu_no_perf_env", outcome="oom", framework="megatron",
+         hardware=dict(gpu="B300 (8 x B300, one node)", plan_gpu="b300", num_gpus=8, gpus_per_node=8),
+         base="mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu", edits=dict(set_={}),
+         source=_mbi_src(4587, "2026-06-30", "'Qwen3-30B-A3B fp8_mx pretrain OOMs with official defaults on 8x B300, "
+                                             "while bf16 and nvfp4 run successfully'"),
+         quote=_MBI4587_QUOTE, read=_MBI4587_READ + " The failing run: the row's flags unchanged, launched without "
+                                                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,"
+                                                    "graph_capture_record_stream_reuse:True.",
+         pair="mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu",
+         skip_reason=("out of memory by fragmentation during graph capture, not by allocated bytes (60.9 GB inactive of "
+                      "268.9 GB reserved, per the maintainer); the same flags ran with the launcher's allocator "
+                      "environment (the maintainer's reference run, and current_runs row "
+                      "mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu); the allocator setting is not a plan field, so the "
+                      "plan equals the ran row's")),
+    dict(id="mbissue4587_qwen3_30b_b300_bf16_8gpu", outcome="ran", framework="megatron",
+         hardware=dict(gpu="B300 (8 x B300, one node)", plan_gpu="b300", num_gpus=8, gpus_per_node=8),
+         base="mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu",
+         edits=dict(drop=FP8_FLAGS + _Q30_B300_CG_FP8 + ("--cuda-graph-impl",),
+                    set_={"--cuda-graph-impl": "transformer_engine", "--cuda-graph-scope": ["moe_router", "moe_preprocess"]}),
+         source=_mbi_src(4587, "2026-06-30", "the bf16 run of the same report"),
+         quote=_MBI4587_QUOTE,
+         read=_MBI4587_READ + " BF16: FP8 flags and the fp8_mx-only settings dropped (FP8 attention, full-iteration "
+                              "graph and its paged stash / padded experts, EP overlap with delayed wgrad and its "
+                              "high-priority stream, TE op fuser / GLU interleave of the cutedsl grouped MLP); TE graphs "
+                              "of moe_router + moe_preprocess.  Ran ('can run successfully'), launched the same way as "
+                              "the fp8_mx one (no allocator environment).",
+         pair="mbissue4587_qwen3_30b_b300_fp8mx_8gpu_no_perf_env"),
+    # Qwen3-30B-A3B on one DGX B200, nemo:26.04.01 (Bridge v0.4.2): the recipe's BF16 run beside its MXFP8 one (the
+    # MXFP8 one is current_runs row mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu's configuration: not entered twice).
+    dict(id="mbissue4439_qwen3_30b_b200_bf16_8gpu", outcome="ran", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu", edits=dict(drop=FP8_FLAGS),
+         source=_mbi_src(4439, "2026-06-22", "'Qwen3-30B-A3B DGX-B200 MXFP8: 562 TFLOP/s achieved vs documented 619 "
+                                             "TFLOP/s'"),
+         quote=("'Container: nvcr.io/nvidia/nemo:26.04.01 (Megatron-Bridge v0.4.2) ... Hardware: DGX B200 (8x B200 GPU, "
+                "NVLink) ... Config Used QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 via qwen3_30b_a3b_pretrain_config_b200("
+                "precision='fp8_mx', config_variant='v1') ... micro_batch_size=4, global_batch_size=512, "
+                "expert_model_parallel_size=8, moe_flex_dispatcher_backend=hybridep ... cuda_graph_scope=[attn, moe_router, "
+                "moe_preprocess] ... Results (100 iterations, stable) | MXFP8 | ~562 | BF16 | ~552 |'"),
+         read=("Bridge v0.4.2 scripts/performance/configs/qwen: QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1 is "
+               "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_BF16_V1 (MBS 4, hybridep, TE graphs of attn / moe_router / "
+               "moe_preprocess), and qwen3_30b_a3b_pretrain_config_b200 differs between the two only in the precision "
+               "config; so the BF16 run = current_runs row mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu without the FP8 "
+               "flags.  Ran 100 iterations ('stable')."),
+         pair=None),
+]
+
+# Llama 3.1 405B on 256 GB200 (64 trays of 4), NVFP4, the performance recipe's default variant v2 at Bridge 9d004fab7
+# (2026-05-02): LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2 = TP 4, PP 16, VP 8, CP 1, GBS 1536, MBS 1, no CUDA graph,
+# no recompute (recompute_num_layers None), the same parallelism as the MXFP8 v2 row; llama31_405b_pretrain_config_gb200
+# turns TP comm overlap off for nvfp4; bf16_with_nvfp4_mixed: fp4 e2m1, recipe nvfp4, fp4 param gather, no fp8 gather.
+_L405_NVFP4 = dict(drop=FP8_FLAGS + ("--tp-comm-overlap",), set_=dict(FP4_FLAGS))
+_MBI3714_QUOTE = ("'OOM for pre-training GB200 405B NVFP4 using performance scripts. We have been using this setup as a "
+                  "default without any issues. Disabled overlap param gather as below to avoid OOM. "
+                  "cfg.ddp.overlap_param_gather = False / cfg.optimizer.overlap_param_gather = False / "
+                  "cfg.comm_overlap.overlap_param_gather = False / cfg.comm_overlap.align_param_gather = False ... git checkout "
+                  "9d004fa ... setup_experiment.py --model_family_name llama --model_recipe_name llama31_405b --num_gpus 256 "
+                  "... --gpu gb200 -c nvfp4 ... Megatron-LM commit: a6cf5663a'")
+_MBI3714_READ = ("Flags = current_runs row mbridge2604_gb200_fp8_mx_llama31_405b_256gpu (GB200 MXFP8 v2, the same TP4 PP16 "
+                 "VP8 CP1 GBS1536 layout) with the NVFP4 precision of bf16_with_nvfp4_mixed (--fp4-format e2m1 "
+                 "--fp4-recipe nvfp4 --fp4-param-gather, FP8 flags dropped) and no TP comm overlap "
+                 "(llama31_llm_pretrain.py: tp_comm_overlap False for nvfp4); scripts/performance/configs/llama at 9d004fab7.")
+CASES += [
+    dict(id="mbissue3714_llama31_405b_gb200_nvfp4_256gpu_param_gather_overlap", outcome="oom_borderline",
+         framework="megatron",
+         hardware=dict(gpu="GB200 NVL72 (DGX-GB200)", plan_gpu="gb200", num_gpus=256, gpus_per_node=4),
+         base="mbridge2604_gb200_fp8_mx_llama31_405b_256gpu", edits=_L405_NVFP4,
+         source=_mbi_src(3714, "2026-05-06", "'[bug] OOM for GB200 405B NVFP4'"), quote=_MBI3714_QUOTE,
+         read=_MBI3714_READ + " As reported: with the recipe's overlapped parameter all-gather (--overlap-param-gather).",
+         pair="mbissue3714_llama31_405b_gb200_nvfp4_256gpu_no_param_gather_overlap",
+         borderline_reason=("the report says the identical setup 'ha[d] been used as a default without any issues' before "
+                            "(a regression of the software, not of the configuration): the true peak lies at the "
+                            "capacity")),
+    dict(id="mbissue3714_llama31_405b_gb200_nvfp4_256gpu_no_param_gather_overlap", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GB200 NVL72 (DGX-GB200)", plan_gpu="gb200", num_gpus=256, gpus_per_node=4),
+         base="mbridge2604_gb200_fp8_mx_llama31_405b_256gpu",
+         edits=dict(drop=_L405_NVFP4["drop"] + ("--overlap-param-gather",), set_=_L405_NVFP4["set_"]),
+         source=dict(ref=("NVIDIA-NeMo/Megatron-Bridge issue #3714's workaround as committed: b8f078318 (2026-05-11, 'cp: "
+                          "llama31 405b gb200 nvfp4 no pg overlap (3713)', disable_param_gather_overlap for nvfp4 v2, "
+                          "citing issue #3714) and the v0.4.2 docs/performance-summary.md row it produced"),
+                     url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/3714", date="2026-05-28"),
+         quote=("b8f078318: 'Disable parameter-gather overlap to reduce training peak memory and avoid OOM. ... See: "
+                "https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/3714'; v0.4.2 table: '| DGX-GB200 | 256 | NVFP4 | "
+                "1536 | 1 | 8192 | 0 | 4 | 16 | 1 | 8 | n/a | 1184 | 2960 |'"),
+         read=_MBI3714_READ + " The workaround: overlap_param_gather and align_param_gather off (Megatron: no "
+                              "--overlap-param-gather); ran (v0.4.2 = c81012934, 26.04.01, publishes its throughput).",
+         pair="mbissue3714_llama31_405b_gb200_nvfp4_256gpu_param_gather_overlap"),
+]
+
+# DeepSeek-V3 on 256 B200, NVFP4, variant v2 at Bridge fcb4c287b (2026-04-29): DEEPSEEK_V3_PRETRAIN_CONFIG_B200_NVFP4_V2 =
+# the B200 v2 (GBS 4096, MBS 1) with DeepEP, PP 8 x VP 2 (layout Et*4|(t*4|)*14tmL), EP 32, EP overlap, no CUDA graph,
+# recompute mla_up_proj / layernorm / moe_act; the FP8_MX_V2 row differs by TE graphs and recompute mla_up_proj / mlp.
+CASES += [
+    dict(id="mbissue3597_dsv3_b200_nvfp4_256gpu_v2_fp4_param_gather", outcome="oom", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=256, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_deepseek_v3_256gpu",
+         edits=dict(drop=FP8_FLAGS + ("--cuda-graph-impl", "--cuda-graph-scope", "--te-rng-tracker",
+                                      "--recompute-modules"),
+                    set_={**FP4_FLAGS, "--recompute-modules": ["mla_up_proj", "layernorm", "moe_act"]}),
+         source=_mbi_src(3597, "2026-04-30", "'[bug] OOM observed with fp4_param_gather=true for "
+                                             "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_NVFP4_V2'"),
+         quote=("'Out of Memory (OOM) observed for pre-training DEEPSEEK_V3_PRETRAIN_CONFIG_B200_NVFP4_V2 with "
+                "fp4_param_gather=true ... commit- fcb4c287b312c78585d114c5a6a71574dbfc290f container- "
+                "nvcr.io/nvidian/nemo:nightly-2026-04-28 GPU: B200 ... Regression? Yes'"),
+         read=("scripts/performance/configs/deepseek at fcb4c287b: DEEPSEEK_V3_PRETRAIN_CONFIG_B200_NVFP4_V2 (256 GPUs), "
+               "deepseek_v3_pretrain_config_b200 + set_deepseek_v3_common_configs (selective recompute, grads reduced in "
+               "bf16, forced load balance), bf16_with_nvfp4_mixed (fp4_param_gather True).  Flags = current_runs row "
+               "mbridge2604_b200_fp8_mx_deepseek_v3_256gpu (B200 MXFP8 v2: the same GBS / PP / VP / layout / EP / "
+               "DeepEP / EP overlap / MTP / precision-aware optimizer) with the NVFP4 precision, no CUDA graph and the "
+               "NVFP4 v2 recompute modules.  (The thread's repro line is a copy of #3714's llama command; the title, "
+               "config name, commit and GPU are the report's.)  The fix 03915dd72 (2026-04-30, 'no fp4 param gather "
+               "(3578)') sets mixed_precision.fp4_param_gather = False in deepseek_v3_pretrain_config_b200; no run of "
+               "the fixed recipe is published (the v0.4.2 table has no DeepSeek-V3 NVFP4 row), so no 'ran' twin."),
+         pair=None),
+]
+
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
