@@ -50,7 +50,7 @@ def moe_layer(ctx: LayerContext, kind: str, window: int | None, attention: bool 
     if ctx.titan_glue:   # ExpertParallel._token_dispatch: _permute after the all-to-all (and its host sync)
         _titan_glue(acc, m, Te, "permute")
     _experts(ctx, acc, Te, local)
-    if ctx.dispatcher == "alltoall" and ctx.ep > 1 and local > 1:
+    if ctx.dispatcher == "alltoall" and ctx.ep > 1 and local > 1 and not ctx.titan_glue:
         acc.elem(2 * Te * m.moe_router_topk * m.expert_hidden * A, "unsort chunks", 1.0, (2, 2))
         if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
             sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
@@ -131,10 +131,14 @@ def _dispatch_preprocess(ctx: LayerContext, acc: LayerOps, Te: int, mfk: dict) -
 def _sort_chunks(ctx: LayerContext, acc: LayerOps, Te: int, local: int) -> tuple[float, float]:
     """The all-to-all dispatcher's "sort chunks by local expert" (EP > 1, several local experts) and the unfused
     sort's per-chunk host work (``moe_host.chunk_sort_host``, item 4); returns that host work (forward, backward
-    seconds, both sorts), its dispatch share charged here."""
+    seconds, both sorts), its dispatch share charged here.  Not under TorchTitan v0.2's eager glue: there the
+    rank-major -> expert-major sort after the all-to-all is ``_permute``'s one padded gather and its inverse
+    ``_unpermute``'s one scatter, already glue rows (pytorch/torchtitan 36a4b6942, PR #2107,
+    ``distributed/expert_parallel.py`` ``ExpertParallel._token_dispatch`` / ``_token_combine``; v0.2.1 the same;
+    ``cost/titan_moe.py``), so a generic sort / unsort beside them would count both twice."""
     m, prof, ep, dispatcher = ctx.m, ctx.prof, ctx.ep, ctx.dispatcher
     cs_f = cs_b = 0.0
-    if dispatcher == "alltoall" and ep > 1 and local > 1:
+    if dispatcher == "alltoall" and ep > 1 and local > 1 and not ctx.titan_glue:
         acc.elem(2 * Te * m.moe_router_topk * m.expert_hidden * A, "sort chunks by local expert", 1.0, (2, 2))
         # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
         # the combine sort's at the unsort below
