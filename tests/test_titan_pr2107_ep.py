@@ -169,3 +169,50 @@ def test_titan_glue_layer_has_no_second_chunk_sort():
     qn = [r[0] for r in layer_op_times(q)["moe"]]
     assert "sort chunks by local expert" in qn and "unsort chunks" in qn
     assert not [n for n in qn if n.startswith("_permute")]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["score_after", "score_before"])
+def deepep_trace(request) -> dict:
+    pytest.importorskip("torch")
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "titan_deepep_glue_trace.py"), str(int(request.param))],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    res["score_before"] = request.param
+    return res
+
+
+def test_deepep_glue_matches_the_pr2107_file(deepep_trace):
+    """``titan_moe.deepep_glue_ops`` against 36a4b6942's ``dispatch_tokens`` / ``combine_tokens`` run on the CPU
+    (one rank: every token received once, ``R_recv = T``): forward and backward bytes of the ``[*, h]`` ops exactly
+    (the out + routed add is ``DeepEPMoE.forward``'s, outside the two functions: left out of the comparison)."""
+    t = deepep_trace
+    T, k, h = t["T"], t["k"], t["h"]
+    ops = [o for o in titan_moe.deepep_glue_ops(t["score_before"], 1.0) if not o.name.startswith("out +")]
+    want_f = sum(o.fwd_routed * T * k + o.fwd_token * T for o in ops) * h
+    want_b = sum(o.bwd_routed * T * k + o.bwd_token * T for o in ops) * h
+    assert sum(b for _, b in t["fwd"]) == pytest.approx(want_f, rel=1e-9)
+    assert sum(b for _, b in t["bwd"]) == pytest.approx(want_b, rel=1e-9)
+    assert {n for n, _ in t["fwd"]} == {"aten::index_select", "aten::mul", "aten::zeros", "aten::scatter_add_"}
+
+
+def test_deepep_plan_prices_the_deepep_glue_not_the_all_to_all_glue():
+    """The #2107 DeepEP plan's MoE layer: DeepEP's glue rows (received tokens = the round robin's one rank per
+    token), none of the all-to-all path's (routing gather, ``_permute``, unsort, top-k ``bmm``); the standard
+    plan keeps the all-to-all glue."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    dep = [r[0] for r in layer_op_times(_plan(DEP))["moe"] if r[0].endswith("(eager)")]
+    std = [r[0] for r in layer_op_times(_plan(STD))["moe"] if r[0].endswith("(eager)")]
+    assert [n.split(" (")[0] for n in dep] == [o.name.split(" (")[0] for o in titan_moe.deepep_glue_ops(False, 1.0)]
+    assert not [n for n in dep if "routing gather" in n or n.startswith("_permute ") or "bmm" in n]
+    assert any("routing gather" in n for n in std) and any("bmm" in n for n in std)
+    p = _plan(DEP)
+    rows = {r[0].split(" (")[0]: r for r in layer_op_times(p)["moe"]}
+    m = p.model
+    T, k, h = m.seq_length, m.moe_router_topk, m.hidden_size
+    o = titan_moe.deepep_glue_ops(False, round_robin_units_hit(m.num_experts, k, m.num_experts // p.parallel.ep))[0]
+    assert o.fwd_token == 2.0   # one received copy per token at EP 32 under the round robin
+    assert rows["_permute_tokens"][1] > 0 and (o.fwd_routed * T * k + o.fwd_token * T) * h == 2.25 * T * k * h
