@@ -41,7 +41,8 @@ def _round_robin_fn(src: str):
     import torch
 
     tree = ast.parse(src)
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_debug_force_load_balance_routing")
+    fn = next(n for n in ast.walk(tree)
+              if isinstance(n, ast.FunctionDef) and n.name == "_debug_force_load_balance_routing")
     fn.decorator_list = []
     mod = ast.Module(body=[fn], type_ignores=[])
     ns: dict = {"torch": torch}
@@ -72,7 +73,7 @@ def _check_round_robin(ids, E: int, k: int) -> None:
 def test_torchtitan_030_forced_balance_is_the_round_robin(E, k):
     """torchtitan 0.3.0's router (installed, ``models/common/moe.py``) under ``_debug_force_load_balance``: equal
     counts, and the distinct EP ranks per token are :func:`round_robin_units_hit` (1 for DeepSeek-V3 at EP 32, 2 at
-    EP 64; a random top-k would hit ~5.6 of 32 ranks)."""
+    EP 64; a random top-k would hit ~7.3 of 32 ranks)."""
     pytest.importorskip("torch")
     from torchtitan.models.common.moe import TokenChoiceTopKRouter
 
