@@ -458,7 +458,9 @@ def _routing_line(plan: Plan) -> str:
 
         m = plan.model
         d = round_robin_units_hit(m.num_experts, m.moe_router_topk, max(1, m.num_experts // plan.parallel.ep))
-        return (f"forced balance through Primus-Turbo's DeepEP dispatcher: token i to the {m.moe_router_topk} experts "
+        who = ("TorchTitan's debug.moe_force_load_balance" if plan.framework == "torchtitan"
+               else "Primus-Turbo's DeepEP dispatcher")
+        return (f"forced balance through {who}: token i to the {m.moe_router_topk} experts "
                 f"from i x {m.moe_router_topk} mod {m.num_experts} (round robin): every expert the same count, "
                 f"{d:.2f} destination ranks per token (cost/moe_routing.py round_robin_units_hit)")
     why = {"forced": "--moe-router-force-load-balancing: random logits, sampling spread only",

@@ -17,7 +17,8 @@ with ``E`` experts, top-``k``, ``u = E / ep`` experts per rank and ``N`` tokens 
 
 Router modes (``router_mode``) and their ``c``:
 
-- ``round_robin`` (forced load balancing through Primus-Turbo's DeepEP dispatcher, ``training.moe_force_round_robin``:
+- ``round_robin`` (forced load balancing through Primus-Turbo's DeepEP dispatcher, ``training.moe_force_round_robin``,
+  or TorchTitan's ``debug.moe_force_load_balance`` with any dispatcher, :func:`forced_round_robin`:
   token ``i`` to the ``k`` experts from ``i k mod E``, the same on every rank, Primus
   ``core/extensions/primus_turbo.py`` ``PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess``; since Primus 253b3322
   only with ``moe_router_force_load_balancing_type: even``, the reader's business): every expert gets
@@ -177,10 +178,18 @@ def capped(imb: Imbalance, factor: float | None, padded: bool) -> Imbalance:
 
 
 def forced_round_robin(plan: Plan) -> bool:
-    """Whether the plan's forced routing is Primus-Turbo's DeepEP round robin (``training.moe_force_round_robin``
-    with ``moe_router_force_load_balancing`` and the deepep dispatcher; module doc, ``round_robin``)."""
+    """Whether the plan's forced routing is a round robin -- token ``i`` to the ``k`` experts from ``i k mod E``
+    (module doc, ``round_robin``): Primus-Turbo's DeepEP dispatcher's (``training.moe_force_round_robin`` with
+    ``moe_router_force_load_balancing`` and the deepep dispatcher), or TorchTitan's, whatever its dispatcher.
+    TorchTitan's ``debug.moe_force_load_balance`` has been that round robin since it came (pytorch/torchtitan
+    99fee810b, PR #1670 'Fake balanced routing in MoE'; at 36a4b6942, PR #2107, ``models/moe/moe.py``
+    ``TokenChoiceTopKRouter._debug_force_load_balance_routing``: ``torch.arange(n_tokens * top_k).reshape(n_tokens,
+    top_k) % num_experts``; torchtitan 0.3.0 ``models/common/moe.py``, the same over ``bs * slen * top_k``):
+    every expert gets exactly ``T k / E`` of each rank's tokens, and a token's ``k`` experts are consecutive."""
     t = plan.training
-    return t.moe_force_round_robin and t.moe_router_force_load_balancing and t.moe_token_dispatcher == "deepep"
+    if not t.moe_router_force_load_balancing:
+        return False
+    return plan.framework == "torchtitan" or (t.moe_force_round_robin and t.moe_token_dispatcher == "deepep")
 
 
 def plan_imbalance(plan: Plan) -> Imbalance:

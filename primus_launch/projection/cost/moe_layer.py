@@ -48,9 +48,9 @@ def moe_layer(ctx: LayerContext, kind: str, window: int | None, attention: bool 
     cs_f, cs_b = _sort_chunks(ctx, acc, Te, local)
     _dispatcher_sync(ctx, acc)
     if ctx.titan_glue:   # ExpertParallel._token_dispatch: _permute after the all-to-all (and its host sync)
-        _titan_glue(acc, m, Te, "permute")
+        _titan_glue(acc, m, Te, "permute", ctx)
     _experts(ctx, acc, Te, local)
-    if ctx.dispatcher == "alltoall" and ctx.ep > 1 and local > 1:
+    if ctx.dispatcher == "alltoall" and ctx.ep > 1 and local > 1 and not ctx.titan_glue:
         acc.elem(2 * Te * m.moe_router_topk * m.expert_hidden * A, "unsort chunks", 1.0, (2, 2))
         if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
             sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
@@ -118,7 +118,7 @@ def _dispatch_preprocess(ctx: LayerContext, acc: LayerOps, Te: int, mfk: dict) -
     held = acc.mods   # the permutes' own shares (cost/ep_comm.py: which stream runs them under the EP overlap)
     acc.mods = held + ("moe_permute",)
     if ctx.titan_glue:
-        _titan_glue(acc, m, Te, "pre")
+        _titan_glue(acc, m, Te, "pre", ctx)
     else:
         acc.elem(perm_x * 2 * Te * k * hx * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)
@@ -131,10 +131,14 @@ def _dispatch_preprocess(ctx: LayerContext, acc: LayerOps, Te: int, mfk: dict) -
 def _sort_chunks(ctx: LayerContext, acc: LayerOps, Te: int, local: int) -> tuple[float, float]:
     """The all-to-all dispatcher's "sort chunks by local expert" (EP > 1, several local experts) and the unfused
     sort's per-chunk host work (``moe_host.chunk_sort_host``, item 4); returns that host work (forward, backward
-    seconds, both sorts), its dispatch share charged here."""
+    seconds, both sorts), its dispatch share charged here.  Not under TorchTitan v0.2's eager glue: there the
+    rank-major -> expert-major sort after the all-to-all is ``_permute``'s one padded gather and its inverse
+    ``_unpermute``'s one scatter, already glue rows (pytorch/torchtitan 36a4b6942, PR #2107,
+    ``distributed/expert_parallel.py`` ``ExpertParallel._token_dispatch`` / ``_token_combine``; v0.2.1 the same;
+    ``cost/titan_moe.py``), so a generic sort / unsort beside them would count both twice."""
     m, prof, ep, dispatcher = ctx.m, ctx.prof, ctx.ep, ctx.dispatcher
     cs_f = cs_b = 0.0
-    if dispatcher == "alltoall" and ep > 1 and local > 1:
+    if dispatcher == "alltoall" and ep > 1 and local > 1 and not ctx.titan_glue:
         acc.elem(2 * Te * m.moe_router_topk * m.expert_hidden * A, "sort chunks by local expert", 1.0, (2, 2))
         # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
         # the combine sort's at the unsort below
@@ -281,7 +285,7 @@ def _combine(ctx: LayerContext, acc: LayerOps, Te: int, local: int, perm: tuple[
     held = acc.mods
     acc.mods = held + ("moe_unpermute",)
     if ctx.titan_glue:
-        _titan_glue(acc, m, Te, "combine")
+        _titan_glue(acc, m, Te, "combine", ctx)
     else:
         acc.elem(perm_x * 2 * Te * k * hx * A, "unpermute + weighted combine", 1.0, perm_k)
     acc.mods = held
@@ -339,14 +343,30 @@ def _routing_imbalance(acc: LayerOps, start: tuple[float, float, float], imb: mi
                                 "sampling + learned-router spread c from shawntan/scattermoe#10 counts"), 0.0, 0.0))
 
 
-def _titan_glue(acc: LayerOps, m: ModelArch, Te: int, stage: str) -> None:
-    """TorchTitan v0.2's eager MoE glue at one point of the layer (``stage`` "pre": routing gather and score
+def _glue_ops(ctx: LayerContext, m: ModelArch) -> tuple[titan_moe.GlueOp, ...]:
+    """The eager glue of the layer's dispatcher: TorchTitan's DeepEP path (``titan_moe.deepep_glue_ops``, the
+    received tokens per layer token = the distinct EP ranks a token's top-k hits: ``moe_routing``, the round robin
+    under forced balance) or its all-to-all path (``titan_moe.glue_ops``)."""
+    k, E = m.moe_router_topk, m.num_experts
+    if ctx.dispatcher != "deepep":
+        return titan_moe.glue_ops(bool(m.moe_score_before_experts), k)
+    from primus_launch.projection.cost.moe_routing import expected_units_hit, round_robin_units_hit
+
+    u = max(1, E // max(1, ctx.ep))
+    d = (round_robin_units_hit(E, k, u) if ctx.router[4]
+         else expected_units_hit(E, k, u, m.moe_router_num_groups or 1, m.moe_router_group_topk or 1))
+    return titan_moe.deepep_glue_ops(bool(m.moe_score_before_experts), d)
+
+
+def _titan_glue(acc: LayerOps, m: ModelArch, Te: int, stage: str, ctx: LayerContext) -> None:
+    """TorchTitan's eager MoE glue (v0.2 all-to-all path, or the DeepEP path of :func:`_glue_ops`) at one point of
+    the layer (``stage`` "pre": routing gather and score
     multiply, before the dispatch; "permute": ``_permute`` after the all-to-all; "combine": ``_unpermute``,
     unsort, top-k combine, shared + routed add), one row per
     op group at the bytes and launches ``cost/titan_moe.py`` counts from torchtitan v0.2.1's code; each launch
     costs the host eager PyTorch's ``t_launch`` (the ops are outside the compiled submodules)."""
     k, h = m.moe_router_topk, m.hidden_size
-    for o in titan_moe.glue_ops(bool(m.moe_score_before_experts), k):
+    for o in _glue_ops(ctx, m):
         if o.stage != stage:
             continue
         f = (o.fwd_routed * Te * k + o.fwd_token * Te) * h

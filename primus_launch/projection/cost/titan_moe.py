@@ -96,6 +96,43 @@ def glue_ops(score_before_experts: bool, top_k: int = 1) -> tuple[GlueOp, ...]:
     return tuple(ops)
 
 
+def deepep_glue_ops(score_before_experts: bool, received_per_token: float) -> tuple[GlueOp, ...]:
+    """The eager ops of one TorchTitan DeepEP MoE layer around its experts, in launch order, as :class:`GlueOp` rows
+    (``fwd_token`` / ``bwd_token`` per element of the layer's own ``T`` tokens: the received tokens' terms times
+    ``received_per_token`` = ``R_recv / T``, the distinct EP ranks a token goes to).
+
+    pytorch/torchtitan 36a4b6942 (PR #2107): ``models/moe/moe_deepep.py`` ``DeepEPMoE.forward`` has no reorderer,
+    no routing gather, no unsort and no top-k combine (the token goes to DeepEP once per destination rank, the
+    combine kernel sums the copies); ``distributed/deepep/deepep.py`` ``dispatch_tokens`` after the dispatch:
+    ``_permute_tokens`` (``tokens.index_select(0, sorted_indices)``: the ``R_recv`` received rows into ``T k``
+    expert-sorted rows), the score multiply (``hidden * scores.to(bf16)``, in ``dispatch_tokens`` with
+    ``score_before_experts``, else in ``combine_tokens``), ``_unpermute_tokens`` (``zeros(R_recv, h)`` +
+    ``scatter_add_``), then ``out + routed_output``.  Bytes per element (2 B bf16; the routing-map / index
+    tensors are below a row's width and not counted), with ``a`` per routed element (``T k h``) and ``b`` per
+    received-token element (``R_recv h``):
+
+    ==========================  =====================  ==============================================
+    op                          forward                backward (autograd of the same file)
+    ==========================  =====================  ==============================================
+    ``index_select``            a 2 + b 2              ``new_zeros`` b 2 + ``index_add`` a 2 + b 4
+    score multiply              a 4                    ``g * s`` a 4, ``g * x`` a 6, ``.sum`` a 2
+    zeros + ``scatter_add_``    a 2 + b 4              ``gather`` a 2 + b 2
+    ``out + routed_output``     6 per token element    (the gradient passes)
+    ==========================  =====================  ==============================================
+
+    Checked against the file run on the CPU around a one-rank stand-in of DeepEP's ``Buffer``
+    (``tests/titan_deepep_glue_trace.py``, ``tests/test_titan_pr2107_ep.py``)."""
+    r = float(received_per_token)
+    score = GlueOp("score multiply (hidden x scores)", 4.0, 0.0, 12.0, 0.0, (2, 3),
+                   "permute" if score_before_experts else "combine")
+    ops = [GlueOp("_permute_tokens (index_select of the received tokens)", 2.0, 2.0 * r, 2.0, 6.0 * r, (1, 2),
+                  "permute")]
+    ops.append(score)   # its stage says where it runs
+    ops.append(GlueOp("_unpermute_tokens (zeros + scatter_add_)", 2.0, 4.0 * r, 2.0, 2.0 * r, (2, 1), "combine"))
+    ops.append(GlueOp("out + routed_output (shared + routed)", 0.0, 6.0, 0.0, 0.0, (1, 0), "combine"))
+    return tuple(ops)
+
+
 def glue_bytes(score_before_experts: bool, routed: float, tokens: float, h: int) -> tuple[float, float]:
     """(forward, backward) HBM bytes of the whole eager glue of one layer: ``routed`` rows (T_e k) and
     ``tokens`` rows (T_e) of width ``h``."""
