@@ -48,7 +48,9 @@ def _case(cid: str) -> dict:
 
 
 def _plan(cid: str):
-    sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "scripts" / "validation")]
+    for d in (ROOT / "scripts" / "validation", ROOT / "scripts"):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
     import validate_memory as vm
 
     vm.load_gpus()
