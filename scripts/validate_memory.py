@@ -212,6 +212,13 @@ def recipe_items(root: Path = ROOT) -> list[Item]:
 
 
 def plan_of_case(case: dict) -> Any:
+    """A case's plan through the Megatron or TorchTitan adapter on its stated cluster, with the case's
+    ``plan_changes`` (fields its configuration cannot state but its build fixes, ``build_memory_cases.py``)."""
+    plan = _adapter_plan_of_case(case)
+    return plan.with_changes(**case["plan_changes"]) if case.get("plan_changes") else plan
+
+
+def _adapter_plan_of_case(case: dict) -> Any:
     """A case's plan through the Megatron or TorchTitan adapter on its stated cluster."""
     from build_runs import _cluster_for
 

@@ -15,7 +15,9 @@ Recorded: every decision torchtitan's policy returns for an all-to-all op (its n
 its output; None where the size is symbolic, compiled), the all-to-all calls of the forward (eager only: a dispatch mode would stop dynamo) and of the
 backward.  Run as a script: ``python tests/titan_a2a_trace.py spmd_types:eager partial_dtensor:compile ...``
 prints one JSON object keyed by those arguments (a fresh process: the process group, dynamo's settings and
-torchtitan's backend are process-wide).
+torchtitan's backend are process-wide); a third field ``:unlisted`` runs a ``SelectiveAC`` subclass whose
+``get_save_ops`` (the override point torchtitan documents) drops ``_c10d_functional.all_to_all_single`` -- the save
+list of torchtitan main before ab95c7031 (2025-09-06).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ A2A_OPS = ("c10d.alltoall_.default", "_c10d_functional.all_to_all_single.default
 TOKENS, EXPERTS, TOP_K, HIDDEN = 16, 4, 2, 8
 
 
-def trace(backend: str, compiled: bool) -> dict:
+def trace(backend: str, compiled: bool, unlisted: bool = False) -> dict:
     import torch
     import torch.distributed as dist
     import torch.nn as nn
@@ -97,7 +99,14 @@ def trace(backend: str, compiled: bool) -> dict:
                 self.n[str(func)] += 1
             return func(*args, **(kwargs or {}))
 
-    block = tac.SelectiveAC(tac.SelectiveAC.Config(force_recompute_mm_shapes_by_fqns=[]))._wrap_block(Block())
+    ac_cls = tac.SelectiveAC
+    if unlisted:  # a save list without the functional all-to-all (torchtitan main before ab95c7031, 2025-09-06)
+        class Unlisted(tac.SelectiveAC):
+            def get_save_ops(self) -> set:
+                return super().get_save_ops() - {torch.ops._c10d_functional.all_to_all_single.default}
+
+        ac_cls = Unlisted
+    block = ac_cls(ac_cls.Config(force_recompute_mm_shapes_by_fqns=[]))._wrap_block(Block())
     if compiled:
         torch._dynamo.config.capture_scalar_outputs = True
         torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
@@ -119,6 +128,6 @@ if __name__ == "__main__":
     warnings.filterwarnings("ignore")
     result = {}
     for arg in sys.argv[1:]:
-        backend, mode = arg.split(":")
-        result[arg] = trace(backend, mode == "compile")
+        backend, mode, *rest = arg.split(":")
+        result[arg] = trace(backend, mode == "compile", unlisted=rest == ["unlisted"])
     print("JSON" + json.dumps(result))

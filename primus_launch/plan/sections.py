@@ -548,7 +548,11 @@ class Training(BoundedSection):
                                           "partial_dtensor / full_dtensor) or c10d (0.3's default spmd_types backend: "
                                           "torch.distributed.all_to_all inside spmd_types' autograd Function, not "
                                           "on the list: per-op SAC keeps neither all-to-all output and re-runs "
-                                          "the layer's forward exchanges in its backward); a compiled block always "
+                                          "the layer's forward exchanges in its backward; also the spelling of a "
+                                          "torchtitan build whose save list has no all-to-all: main before "
+                                          "ab95c7031 / c4e229115, 2025-09-06, whose token exchange was until "
+                                          "093347271, 2025-08-29, an autograd.Function over "
+                                          "torch.distributed.all_to_all_single); a compiled block always "
                                           "traces the functional one (cost/titan_sac.py op_sac_keeps_ep_a2a)")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "

@@ -17,6 +17,11 @@ of what was reported:
 - ``ran``: reported to run (the configuration after such a fix, a run near the limit, or a run with a
   published peak).
 
+A case may add ``plan_changes`` (``{"training": {...}}``, applied to the adapter's plan with ``Plan.with_changes``):
+plan fields its job table cannot state but the build the run used fixes -- e.g. a torchtitan commit whose per-op
+SAC save list has no all-to-all (``training.moe_a2a_collective``) -- each said in its ``read`` with the code it
+rests on.
+
 The hand-read cases are :data:`CASES` below (how each was read is in its ``read`` field and in
 ``README.md``).  Two generated families of published peaks join them:
 
@@ -2479,11 +2484,20 @@ def _pr822(policy: str, gib: float, pct: str) -> dict:
 _DS16_SRC_1672 = dict(ref="pytorch/torchtitan PR #1672 ('Save _to_copy and a2a in selective AC policy', merged as "
                           "c4e229115 on 2025-09-06; runs logged 2025-09-01)",
                       url="https://github.com/pytorch/torchtitan/pull/1672", date="2025-09-01")
-_DS16_READ_1672 = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml at c4e229115^ (identical to "
-                   "_DS16: local_batch_size 8, seq 4096, FSDP over the 8 GPUs, per-op SAC, compile of the loss only) with "
-                   "the PR's '--parallelism.expert_parallel_degree 4'.  Device: 70.02 / 0.8848 = 79.1 GiB total, an H100 80GB; "
-                   "8 GPUs (run_train.sh's NGPU default).  Routing not forced balanced (real router on c4).  'memory:' is "
-                   "torchtitan's max reserved on rank 0 at step 10.")
+_DS16_READ_1672 = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml at c4e229115^ (local_batch_size "
+                   "8, FSDP over all GPUs, per-op SAC, compile of the loss only) with the PR's "
+                   "'--parallelism.expert_parallel_degree 4' and, as the PR's own log states, seq_len 512 on 4 GPUs: "
+                   "its 'tflops' / 'tps' is 10.65e12 / 708 = 12.08e12 / 803 = 15.04 GFLOP per token, which torchtitan's "
+                   "formula of that commit (models/deepseek_v3/model/args.py get_nparams_and_flops: 6 x the non-embedding "
+                   "active parameters + 12 x layers x heads x dim / heads x seq_len; 17.43 GFLOP at seq 4096 in the "
+                   "PR #1610 and issue #1789 logs of the same flavor) gives at seq_len 512, and 'tps' x the 52.1 s / 45.9 s "
+                   "between the step-1 and step-10 lines / 9 steps = 4,099 / 4,096 tokens per GPU per step = 8 x 512 "
+                   "(tests/test_titan_dsv3_16b_logs.py).  The world size is not logged: 4 GPUs, because the toml's EP 8 "
+                   "cannot run on 4 (EP must divide the data-parallel ranks) and the PR overrides it to 4, and because 8 "
+                   "GPUs at 4,096 tokens hold FSDP2 state of 15.7 B params x 12 B / 8 = 22 GiB (+ 7 GiB of fp32 "
+                   "gradients) and under 10 GiB of activations, far from 70 GiB; the peaks are marked approximate for "
+                   "that.  Device: 70.02 / 0.8848 = 79.1 GiB total, an H100 80GB.  Routing not forced balanced (real "
+                   "router on c4).  'memory:' is torchtitan's max reserved on rank 0 at step 10.")
 _DS16_SRC_1610 = dict(ref="pytorch/torchtitan PR #1610 ('Switch DeepSeekV3 to Use FlexAttention by Default', merged as "
                           "f738a03bf on 2025-08-22; runs logged 2025-08-20)",
                       url="https://github.com/pytorch/torchtitan/pull/1610", date="2025-08-20")
@@ -2526,24 +2540,34 @@ CASES += [
     _pr822("default", 49.59, "52.19%"),
     _pr822("always", 49.41, "52.01%"),
     _pr822("never", 62.18, "65.45%"),
-    dict(id="titan_pr1672_dsv3_16b_h100_8gpu_ep4_sac_before", outcome="ran", framework="torchtitan",
-         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
-         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}), source=_DS16_SRC_1672,
+    dict(id="titan_pr1672_dsv3_16b_h100_4gpu_ep4_seq512_sac_before", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=4, gpus_per_node=4),
+         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}, training={"seq_len": 512}),
+         source=_DS16_SRC_1672,
          quote=("'CONFIG_FILE=./torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml ./run_train.sh "
-                "--parallelism.expert_parallel_degree 4 ... Before (not saving a2a and to_copy) ... step: 10 ... memory: "
-                "70.02GiB(88.48%)'"),
+                "--parallelism.expert_parallel_degree 4 ... Before (not saving a2a and to_copy) ... 16:03:30,779 ... "
+                "step:  1 ... 16:04:22,882 ... step: 10 ... memory: 70.02GiB(88.48%)  tps: 708  tflops: 10.65'"),
          read=_DS16_READ_1672 + ("  'Before': the per-op SAC save list of c4e229115^ (mm, SDPA kernels, reduce_scatter, "
-                                 "max without _to_copy / all_to_all_single)."),
-         measured_peak=dict(gib=70.02, basis="reserved", rank="first",
-                            how="'memory: 70.02GiB(88.48%)' at step 10 (rank 0 max reserved)"), pair=None),
-    dict(id="titan_pr1672_dsv3_16b_h100_8gpu_ep4_sac_after", outcome="ran", framework="torchtitan",
-         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
-         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}), source=_DS16_SRC_1672,
-         quote="'After (saving a2a and to_copy) ... step: 10 ... memory: 74.53GiB(94.17%)'",
+                                 "max, flex_attention; no _to_copy, no _c10d_functional.all_to_all_single): the token "
+                                 "all-to-alls (all_to_all_single_autograd, functional since 093347271) are recomputed, "
+                                 "neither output kept -- plan field training.moe_a2a_collective 'c10d', the plan's "
+                                 "spelling of an exchange not on the save list."),
+         plan_changes={"training": {"moe_a2a_collective": "c10d"}},
+         measured_peak=dict(gib=70.02, basis="reserved", rank="first", approx=True,
+                            how="'memory: 70.02GiB(88.48%)' at step 10 (rank 0 max reserved); world size inferred"),
+         pair=None),
+    dict(id="titan_pr1672_dsv3_16b_h100_4gpu_ep4_seq512_sac_after", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=4, gpus_per_node=4),
+         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 4}, training={"seq_len": 512}),
+         source=_DS16_SRC_1672,
+         quote=("'After (saving a2a and to_copy) ... 16:01:39,691 ... step:  1 ... 16:02:25,603 ... step: 10 ... memory: "
+                "74.53GiB(94.17%)  tps: 803  tflops: 12.08'"),
          read=_DS16_READ_1672 + ("  'After': the save list as committed (adds aten._to_copy and "
-                                 "_c10d_functional.all_to_all_single), torchtitan's policy from then on."),
-         measured_peak=dict(gib=74.53, basis="reserved", rank="first",
-                            how="'memory: 74.53GiB(94.17%)' at step 10 (rank 0 max reserved)"), pair=None),
+                                 "_c10d_functional.all_to_all_single), torchtitan's policy from then on: both token "
+                                 "all-to-all outputs kept."),
+         measured_peak=dict(gib=74.53, basis="reserved", rank="first", approx=True,
+                            how="'memory: 74.53GiB(94.17%)' at step 10 (rank 0 max reserved); world size inferred"),
+         pair=None),
     dict(id="titan_pr1610_dsv3_16b_h100_96gb_8gpu_ep8_lbs8", outcome="ran", framework="torchtitan",
          hardware=_PR808_HW, torchtitan_config=_DS16, source=_DS16_SRC_1610,
          quote=("'CONFIG_FILE=\"./torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml\" ./run_train.sh "
@@ -2554,7 +2578,14 @@ CASES += [
                "GPUs, EP 8, per-op SAC, compile of the loss only) on 8 x H100 96GB ('95.00GiB').  Both logged runs -- SDPA "
                "(the efficient-attention kernel, before) and FlexAttention (the flavor's default from this commit) -- show "
                "78.14 GiB from step 10 on; entered once, as the committed flavor.  The same table OOMs on the 80 GB H100 "
-               "(case titan_dsv3_16b_h100_8gpu_lbs8_ep8).  Routing not forced balanced."),
+               "(case titan_dsv3_16b_h100_8gpu_lbs8_ep8, a build of 2025-10-02 that keeps both token all-to-all outputs).  "
+               "At f738a03bf the token exchange is torchtitan's _A2A workaround (distributed/expert_parallel.py: an "
+               "autograd.Function over torch.distributed.all_to_all_single, the c10d collective, until 093347271 of "
+               "2025-08-29) and the op-SAC save list has no all-to-all (until ab95c7031 / c4e229115, 2025-09-06): both "
+               "exchanges are recomputed, neither output kept -- plan field training.moe_a2a_collective 'c10d'.  "
+               "Log: 'tps' 8,922 x 36.7 s / 10 steps = 32,750 tokens per GPU per step = 8 x 4096.  Routing not forced "
+               "balanced."),
+         plan_changes={"training": {"moe_a2a_collective": "c10d"}},
          measured_peak=dict(gib=78.14, basis="reserved", rank="first",
                             how="'memory: 78.14GiB(82.25%)' at steps 10-100 (rank 0 max reserved)"), pair=None),
     dict(id="titan_pr2107_dsv3_671b_h100_512gpu_pp8_ep32_deepep", outcome="ran", framework="torchtitan",
