@@ -113,7 +113,8 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
    0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
    fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion;
-   174.5 on a refit once item 4 prices the all-to-all chunk sort apart, ``scripts/calibrate.py --rocm-legacy-only``),
+   174.5 on a refit once item 4 prices the all-to-all chunk sort apart; 148.7 once ``cost/manual_gc.py`` prices the
+   row's gc.collect() every iteration, Primus ``manual_gc_interval: 1``; ``scripts/calibrate.py --rocm-legacy-only``),
    against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
