@@ -118,7 +118,8 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
-   DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %), but not the ladder's
+   DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %; +6.8 % at the
+   148.7 us refit), but not the ladder's
    DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.028 / 1.029
    (1.053 / 1.030 with item 4 and the refit: the chunk sort is part of what the DeepEP step removes;
    ``scripts/validation/README.md``, Known gaps, AMD multi-node).
