@@ -198,7 +198,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--muon-scalar-optimizer", "str", "adam", group="optim"),
     _f("--log-params-norm", "true", group="optim"),
     _f("--log-num-zeros-in-grad", "true", group="optim"),
-    # per-iteration passes outside the micro-batches (cost/step_extras.py)
+    # per-iteration passes outside the micro-batches (cost/step_extras.py, cost/manual_gc.py)
+    _f("--manual-gc", "true", group="optim"),
+    _f("--manual-gc-interval", "int", 0, group="optim"),
     _f("--clip-grad", "float", 1.0, group="optim"),
     _f("--no-check-for-nan-in-loss-and-grad", "false", group="optim", dest="check_for_nan_in_loss_and_grad"),
     _f("--ddp-average-in-collective", "true", group="optim"),
@@ -1263,6 +1265,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         precision_aware_optimizer=pao, **state,
         ddp_bucket_size=a.get("ddp_bucket_size"), ddp_num_buckets=a.get("ddp_num_buckets"),
         log_params_norm=bool(get(a, "log_params_norm")), log_num_zeros_in_grad=bool(get(a, "log_num_zeros_in_grad")),
+        manual_gc=bool(get(a, "manual_gc")), manual_gc_interval=int(get(a, "manual_gc_interval") or 0),
         clip_grad=float(get(a, "clip_grad")), check_for_nan_in_grad=bool(get(a, "check_for_nan_in_loss_and_grad")),
         ddp_average_in_collective=bool(get(a, "ddp_average_in_collective")),
         calculate_per_token_loss=bool(get(a, "calculate_per_token_loss")),

@@ -1084,6 +1084,9 @@ MODELLED_FLAGS: dict[str, str] = {
     # logging groups, but computed every iteration (cost/optimizer.py stat_bytes_per_param)
     "--log-params-norm": "training.log_params_norm (a read of the main parameters every iteration)",
     "--log-num-zeros-in-grad": "training.log_num_zeros_in_grad (a read of the main gradients every step)",
+    # a full Python garbage collection every N iterations (cost/manual_gc.py)
+    "--manual-gc": "training.manual_gc (automatic GC off, full collections on a schedule)",
+    "--manual-gc-interval": "training.manual_gc_interval (iterations between full collections)",
     # per-iteration passes over the gradient buffer / optimizer shard (cost/step_extras.py)
     "--clip-grad": "training.clip_grad (0: no gradient-norm read in the optimizer step)",
     "--no-check-for-nan-in-loss-and-grad": "training.check_for_nan_in_grad (the per-bucket gradient norm skipped)",
@@ -1260,8 +1263,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--apply-query-key-layer-scaling": "time: QK layer scaling (unfused softmax path)",
     "--fp32-residual-connection": "memory: residual stream in fp32",
     "--disable-bf16-reduced-precision-matmul": "time: BF16 GEMMs with full-precision reductions",
-    "--manual-gc": "time: Python GC run on a schedule instead of automatically",
-    "--manual-gc-interval": "time: manual GC interval", "--empty-unused-memory-level": "time: torch.cuda.empty_cache calls each iteration",
+    "--empty-unused-memory-level": "time: torch.cuda.empty_cache calls each iteration",
     "--train-sync-interval": "time: CPU-GPU synchronisation interval",
     "--check-for-large-grads": "time: gradient checks each iteration", "--check-weight-hash-across-dp-replicas-interval": "time: weight hash checks",
     "--deterministic-mode": "time: deterministic kernels (slower attention / scatter-add)",

@@ -709,6 +709,11 @@ class Training(BoundedSection):
                                                              "parameters (fp32 main copies) computed every iteration")
     log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
                                                                    "the main gradients counted every optimizer step")
+    manual_gc: bool = Field(default=False, description="Megatron --manual-gc: Python's automatic garbage collector "
+                            "off, a full gc.collect() every manual_gc_interval iterations instead "
+                            "(cost/manual_gc.py)")
+    manual_gc_interval: int = Field(default=0, ge=0, description="Megatron --manual-gc-interval: iterations between "
+                                    "two full collections under manual_gc (0: none after the first)")
     clip_grad: float = Field(default=1.0, description="Megatron --clip-grad: the global gradient-norm clip; "
                                                       "<= 0 = no norm computed in the optimizer step (core_v0.16.1 "
                                                       "optimizer.py: 'if self.config.clip_grad > 0.0')")

@@ -333,10 +333,24 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
         *([("data-parallel gradient sync", dp_line)] if (dp_line := dp_sync_line(plan)) else []),
         ("SM contention", _contention_line(plan)),
+        *([("manual garbage collection", gc_line)] if (gc_line := _manual_gc_line(plan)) else []),
     ]
     if t.precision in ("fp8", "fp4"):
         rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
     return rows
+
+
+def _manual_gc_line(plan: Plan) -> str | None:
+    """The manual garbage collection's share of the iteration (``cost/manual_gc.py``), None where none is priced."""
+    from primus_launch.projection.cost.manual_gc import HEAP_TRACKED_OBJECTS, manual_gc_s
+
+    per_step = manual_gc_s(plan)
+    if per_step <= 0:
+        return None
+    n = plan.training.manual_gc_interval
+    return (f"{1e3 * per_step:.1f} ms per iteration (in the optimizer row): one full gc.collect() of >= "
+            f"{HEAP_TRACKED_OBJECTS / 1e3:.0f}k tracked objects ({1e3 * per_step * n:.0f} ms at 0.55 us each, "
+            f"sgl-project/sglang#28067) every {n} iterations (--manual-gc-interval)")
 
 
 def _power_headroom_line(gpu: str) -> str:

@@ -113,11 +113,13 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
    0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
    fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion;
-   174.5 on a refit once item 4 prices the all-to-all chunk sort apart, ``scripts/calibrate.py --rocm-legacy-only``),
+   174.5 on a refit once item 4 prices the all-to-all chunk sort apart; 148.7 once ``cost/manual_gc.py`` prices the
+   row's gc.collect() every iteration, Primus ``manual_gc_interval: 1``; ``scripts/calibrate.py --rocm-legacy-only``),
    against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
-   DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %), but not the ladder's
+   DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %; +6.8 % at the
+   148.7 us refit), but not the ladder's
    DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.028 / 1.029
    (1.053 / 1.030 with item 4 and the refit: the chunk sort is part of what the DeepEP step removes;
    ``scripts/validation/README.md``, Known gaps, AMD multi-node).

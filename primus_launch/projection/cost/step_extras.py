@@ -47,6 +47,7 @@ import math
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost.collectives import nccl_call_latency
+from primus_launch.projection.cost.manual_gc import manual_gc_s
 from primus_launch.projection.cost.optimizer import stream_bw
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
@@ -123,10 +124,16 @@ def scalar_collectives_s(plan: Plan, lay: Layout, last_stage: bool) -> float:
 def step_extras_s(plan: Plan, spec: GPUSpec, lay: Layout, dense_params: float, expert_params: float,
                   last_stage: bool) -> float:
     """Seconds one GPU of a stage holding ``dense_params`` + ``expert_params`` parameters spends each iteration on
-    the module doc's gradient-buffer passes and scalar collectives (Megatron-FSDP: :func:`megatron_fsdp_passes`);
-    0 outside Megatron."""
+    the module doc's gradient-buffer passes and scalar collectives (Megatron-FSDP: :func:`megatron_fsdp_passes`),
+    plus the manual garbage collection's share of the iteration (``cost/manual_gc.py``); 0 outside Megatron."""
     if plan.framework != "megatron":
         return 0.0
+    return _buffer_and_scalars_s(plan, spec, lay, dense_params, expert_params, last_stage) + manual_gc_s(plan)
+
+
+def _buffer_and_scalars_s(plan: Plan, spec: GPUSpec, lay: Layout, dense_params: float, expert_params: float,
+                          last_stage: bool) -> float:
+    """The gradient-buffer passes and scalar collectives of :func:`step_extras_s` (module doc)."""
     hbm = stream_bw(spec)   # the optimizer step's streaming rate (cost/optimizer.py)
     dp_cp = lay.dp.size
     if not applies(plan):
