@@ -153,3 +153,34 @@ def test_an_env_var_the_plan_does_not_read_is_left_out_and_said(tmp_path):
 def test_an_env_var_written_as_a_value_still_reads(tmp_path):
     plan = _with_env(tmp_path, "  NCCL_ALGO: Ring\n")
     assert {u.flag: u.value for u in plan.source.unmodelled}.get("NCCL_ALGO") == "Ring"
+
+
+# ----------------------------------------------------------------------------- Primus megatron_bridge backend
+_PRIMUS_BRIDGE = """work_group: amd
+user_name: root
+exp_name: qwen3_32b_pretrain
+workspace: ./output
+modules:
+  pre_trainer:
+    framework: megatron_bridge
+    config: pretrain_trainer.yaml
+    model: qwen3_32b.yaml
+    overrides:
+      flavor: qwen3_32b_pretrain_config
+      global_batch_size: 128
+      tensor_model_parallel_size: 2
+"""
+
+
+def test_a_primus_megatron_bridge_experiment_says_why_and_what_is_read_instead(tmp_path):
+    """Primus's megatron_bridge backend (``config_utils.load_recipe_config``) calls the Bridge recipe function named
+    by ``flavor``; the reader points at the run_config.yaml Bridge saves (``checkpoint_utils.CONFIG_FILE``)."""
+    from primus_launch.adapters import load_recipe
+
+    p = tmp_path / "qwen3_32b_pretrain.yaml"
+    p.write_text(_PRIMUS_BRIDGE)
+    with pytest.raises(REFUSED) as e:
+        load_recipe(p, {"gpu": "mi300x", "num_nodes": 1, "gpus_per_node": 8})
+    msg = str(e.value)
+    assert "modules.pre_trainer.framework" in msg and "qwen3_32b_pretrain_config" in msg
+    assert "run_config.yaml" in msg and "\n" not in msg
