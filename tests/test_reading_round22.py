@@ -184,3 +184,25 @@ def test_a_primus_megatron_bridge_experiment_says_why_and_what_is_read_instead(t
     msg = str(e.value)
     assert "modules.pre_trainer.framework" in msg and "qwen3_32b_pretrain_config" in msg
     assert "run_config.yaml" in msg and "\n" not in msg
+
+
+def _launch_wrapper(tmp_path: Path, version: str) -> Path:
+    script = Path(__file__).resolve().parents[1] / "recipes" / "torchtitan" / "llama3_8b_launch.sh"
+    (tmp_path / "launch.sh").write_text(script.read_text())
+    w = tmp_path / "run.primus.toml"
+    w.write_text(f'[recipe]\npath = "launch.sh"\n\n[cluster]\ngpu = "h100-sxm"\nnodes = 1\ngpus_per_node = 8\n\n'
+                 f'[software]\ntorchtitan = "{version}"\n')
+    return w
+
+
+def test_a_launch_stated_newer_than_the_registry_read_is_refused(tmp_path):
+    """A --module / --config launch is read from the installed torchtitan's registry (0.3.0 here, asserted above);
+    a wrapper stating a newer torchtitan names functions whose bodies differ (main's token budgets)."""
+    _titan_config_fields()
+    from primus_launch.adapters import load_recipe
+
+    with pytest.raises(REFUSED) as e:
+        load_recipe(_launch_wrapper(tmp_path, "0.4.0"))
+    assert "software.torchtitan" in str(e.value) and "0.4.0" in str(e.value) and "\n" not in str(e.value)
+    plan = load_recipe(_launch_wrapper(tmp_path, "0.3.0"))  # the registry's own version reads
+    assert plan.software.torchtitan == "0.3.0"

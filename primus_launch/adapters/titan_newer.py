@@ -68,3 +68,22 @@ def newer_in_error(text: str) -> Optional[str]:
         if re.search(rf"'{re.escape(mod)}(\.\w+)*'", text):
             return f"written for a torchtitan newer than 0.3.0: {mod} is main's (0.3.0: {old})"
     return None
+
+
+def check_registry_version(stated: str, registry: str) -> None:
+    """Refuse a run a wrapper's ``[software] torchtitan`` states newer than the torchtitan whose config registry the
+    reader reads (``registry``: the snapshot's version, 0.3.0 bundled) for a ``--module`` / ``--config`` launch: the
+    same config function name holds other values there (torchtitan main's
+    ``torchtitan_recipes.tests.models.gpt_oss_debugmodel_fsdp4_pp2_ep4_sac`` sets 1,024 tokens per micro-batch where
+    0.3.0's sets sequences; PR #4121), so reading 0.3.0's would misread it silently."""
+    from packaging.version import Version
+
+    from primus_launch.plan import PlanError
+    from primus_launch.plan.software import parse_torchtitan_version
+
+    if parse_torchtitan_version(stated) > Version(registry):
+        raise PlanError("software.torchtitan", stated,
+                        f"a torchtitan no newer than {registry}: the launch's --module / --config is read from "
+                        f"torchtitan {registry}'s config registry, and a newer torchtitan's functions of the same name "
+                        f"set other fields and values ({NEWER}); run primus-launch where that torchtitan is installed "
+                        "(its registry is read on first use), or state the run's own version")
