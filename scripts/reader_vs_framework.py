@@ -21,6 +21,11 @@ Two sources (read14), each field that changes time or memory compared one by one
   (``torchtitan_recipes.tests.*``, launched as ``MODULE=... CONFIG=... ./run_train.sh``) and of the registries
   its ConfigManager resolves beyond the snapshot (``graph_trainer.*``, ``torchft.llama3``, ``muse_glimmer``), as
   ``--titan`` compares them, each on the world its explicit degrees need.
+- ``--titan-main TREE`` (read22): every config function of a torchtitan main tree (``git archive main torchtitan
+  torchtitan_recipes``: model / experiment registries and ``torchtitan_recipes.tests.*``) built by that tree's own
+  ``ConfigManager`` in a child process (``grain`` stood in, the converters' GPU checks bypassed) against the reader's
+  plan of ``--module M --config C``: main's token budget in sequences (``num_tokens_per_microbatch_per_dp_rank /
+  max_context_length``, ``num_pp_microbatches``), degrees, AC, compile, CPU offload, dtype, CUDA graphs, layers, width.
 - ``--titan02 DIR``: every job TOML of a torchtitan <= 0.2 source tree (``git archive v0.2.2 torchtitan``), and
   ``--titan02-lines FILE`` (a ``--job.config_file ...`` command's trainer arguments per line), parsed by that
   tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
@@ -45,6 +50,8 @@ is copied; Primus's code runs from DIR.
     python scripts/reader_vs_framework.py --titan02 /tmp/tt022
     python scripts/reader_vs_framework.py --titan-tags /work/.mirror/pytorch+torchtitan/repo   # ~10 min
     python scripts/reader_vs_framework.py --bridge /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo
+    git -C /work/.mirror/pytorch+torchtitan/repo archive HEAD torchtitan torchtitan_recipes | tar -x -C /tmp/tt_main
+    python scripts/reader_vs_framework.py --titan-main /tmp/tt_main
 """
 
 from __future__ import annotations
