@@ -21,6 +21,11 @@ Two sources (read14), each field that changes time or memory compared one by one
   (``torchtitan_recipes.tests.*``, launched as ``MODULE=... CONFIG=... ./run_train.sh``) and of the registries
   its ConfigManager resolves beyond the snapshot (``graph_trainer.*``, ``torchft.llama3``, ``muse_glimmer``), as
   ``--titan`` compares them, each on the world its explicit degrees need.
+- ``--titan-main TREE`` (read22): every config function of a torchtitan main tree (``git archive main torchtitan
+  torchtitan_recipes``: model / experiment registries and ``torchtitan_recipes.tests.*``) built by that tree's own
+  ``ConfigManager`` in a child process (``grain`` stood in, the converters' GPU checks bypassed) against the reader's
+  plan of ``--module M --config C``: main's token budget in sequences (``num_tokens_per_microbatch_per_dp_rank /
+  max_context_length``, ``num_pp_microbatches``), degrees, AC, compile, CPU offload, dtype, CUDA graphs, layers, width.
 - ``--titan02 DIR``: every job TOML of a torchtitan <= 0.2 source tree (``git archive v0.2.2 torchtitan``), and
   ``--titan02-lines FILE`` (a ``--job.config_file ...`` command's trainer arguments per line), parsed by that
   tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
@@ -45,6 +50,8 @@ is copied; Primus's code runs from DIR.
     python scripts/reader_vs_framework.py --titan02 /tmp/tt022
     python scripts/reader_vs_framework.py --titan-tags /work/.mirror/pytorch+torchtitan/repo   # ~10 min
     python scripts/reader_vs_framework.py --bridge /work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo
+    git -C /work/.mirror/pytorch+torchtitan/repo archive HEAD torchtitan torchtitan_recipes | tar -x -C /tmp/tt_main
+    python scripts/reader_vs_framework.py --titan-main /tmp/tt_main
 """
 
 from __future__ import annotations
@@ -889,6 +896,186 @@ def titan_experiments() -> collections.Counter:
     return counts
 
 
+# ----------------------------------------------------------------------------- torchtitan main (read22)
+def _grain_stand_in() -> None:
+    """torchtitan main's data modules (``torchtitan/components/data``, PR #4088) import ``grain``, absent here: a
+    stand-in whose dataset classes can be subclassed (the configs never build a loader)."""
+    import types
+    from unittest import mock
+
+    g = types.ModuleType("grain")
+    for n in ("MapDataset", "IterDataset", "DatasetIterator", "ReadOptions"):
+        setattr(g, n, type(n, (), {"__init__": lambda self, *a, **k: None,
+                                   "__class_getitem__": classmethod(lambda c, i: c)}))
+    g.experimental = mock.MagicMock(name="grain.experimental")
+    g.python = g
+    sys.modules.update({"grain": g, "grain.python": g, "grain.experimental": g.experimental})
+
+
+def titan_main_child() -> None:
+    """Run with a torchtitan main tree first on ``sys.path``: every config function of its model registries,
+    experiment registries and ``torchtitan_recipes.tests.*`` parsed by its own ``ConfigManager``; one JSON line
+    each with the fields ``--titan`` compares, in that tree's key space (tokens per micro-batch, max context
+    length, pipeline micro-batch count)."""
+    import importlib
+    import inspect
+
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    _grain_stand_in()
+    from torchtitan.config.manager import ConfigManager
+    from torchtitan.experiments import _supported_experiments
+    from torchtitan.models import _supported_models
+
+    for qual in ("float8", "mx", "nvfp4"):  # as --titan: the converters' GPU-capability checks (no GPU here)
+        try:
+            q = importlib.import_module(f"torchtitan.components.quantization.{qual}")
+        except Exception:  # noqa: BLE001
+            continue
+        if hasattr(q, "has_cuda_capability"):
+            q.has_cuda_capability = lambda major, minor: True
+
+    mods: list[tuple[str, Any]] = []
+    for name in sorted(_supported_models) + sorted(_supported_experiments):
+        for prefix in ("torchtitan.models", "torchtitan.experiments", "torchtitan.experiments.rl.examples"):
+            try:
+                mods.append((name, importlib.import_module(f"{prefix}.{name}.config_registry")))
+                break
+            except ModuleNotFoundError:
+                continue
+            except Exception as e:  # noqa: BLE001 -- an optional dependency missing here
+                print(json.dumps({"module": name, "error": f"{type(e).__name__}: {str(e)[:100]}"}))
+                break
+    for name in TITAN_RECIPE_MODULES:
+        try:
+            mods.append((name, importlib.import_module(name)))
+        except Exception as e:  # noqa: BLE001
+            print(json.dumps({"module": name, "error": f"{type(e).__name__}: {str(e)[:100]}"}))
+    for name, mod in mods:
+        for fn_name, fn in vars(mod).items():
+            if not (inspect.isfunction(fn) and fn.__module__ == mod.__name__ and not fn_name.startswith("_")
+                    and not inspect.signature(fn).parameters):
+                continue
+            row: dict[str, Any] = {"module": name, "config": fn_name}
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    c = ConfigManager().parse_args(["--module", name, "--config", fn_name])
+            except BaseException as e:  # noqa: BLE001
+                row["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:100]}"
+                print(json.dumps(row))
+                continue
+            P, T = c.parallelism, c.training
+            ac = c.activation_checkpoint
+            arch = c.model_spec.model
+            layers = getattr(arch, "layers", None)
+            row.update({
+                "trainer": f"{type(c)._owner.__module__}.{type(c)._owner.__qualname__}"
+                if getattr(type(c), "_owner", None) else None,
+                "tp": P.tensor_parallel_degree, "pp": P.pipeline_parallel_degree, "cp": P.context_parallel_degree,
+                "ep": P.expert_parallel_degree, "sp": P.enable_sequence_parallel,
+                "replicate": P.data_parallel_replicate_degree, "shard": P.data_parallel_shard_degree,
+                "tokens_per_mb": T.num_tokens_per_microbatch_per_dp_rank, "tokens_per_step": T.num_tokens_per_train_step,
+                "ctx": T.max_context_length, "pp_mbs": P.num_pp_microbatches,
+                "ac": {"SelectiveAC.Config": "selective", "FullAC.Config": "full"}.get(
+                    type(ac).__qualname__, "none" if ac is None else "other"),
+                "compile": c.compile.enable and "model" in c.compile.components,
+                "compile_loss": c.compile.enable and "loss" in c.compile.components,
+                "cpu_offload": T.enable_cpu_offload, "dtype": T.dtype, "param": T.mixed_precision_param,
+                "cuda_graphs_off": T.disable_cuda_graphs,
+                "layers": len(layers) if isinstance(layers, list) else None, "dim": getattr(arch, "dim", None),
+                "converters": sorted(type(x).__qualname__ for x in (getattr(c.model_spec, "converters", None) or [])),
+            })
+            print(json.dumps(row))
+
+
+def _titan_main_diffs(r: dict, p: Any, world: int) -> dict[str, tuple[Any, Any]]:
+    """torchtitan main's config (``titan_main_child``'s row) against the plan: main's token budget in sequences
+    (``trainer.py``: a pipeline micro-batch of ``num_tokens_per_microbatch_per_dp_rank`` token slots, packed
+    rows of ``max_context_length``; ``num_pp_microbatches`` of them per DP rank and accumulation step under PP;
+    the step ``num_tokens_per_train_step``, default the DP ranks' sum)."""
+    t = p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want != got:
+            out[name] = (want, got)
+
+    chk("tp", r["tp"], p.parallel.tp)
+    chk("pp", r["pp"], p.parallel.pp)
+    chk("cp", r["cp"], p.parallel.cp)
+    chk("ep", r["ep"], p.parallel.ep)
+    if r["tp"] > 1:
+        chk("sequence_parallel", r["sp"], p.parallel.sequence_parallel)
+    chk("seq_len (max_context_length)", r["ctx"], p.model.seq_length)
+    micro = r["tokens_per_mb"] / r["ctx"]
+    nmb = r["pp_mbs"] if r["pp"] > 1 else 1
+    dp = world // (r["tp"] * r["pp"] * r["cp"])
+    step = r["tokens_per_step"] if r["tokens_per_step"] > 0 else r["tokens_per_mb"] * nmb * dp
+    chk("micro_batch (tokens_per_mb / ctx)", micro, t.micro_batch_size)
+    chk("global_batch (tokens_per_step / ctx)", step / r["ctx"], t.global_batch_size)
+    g = t.recompute.granularity
+    chk("activation_checkpoint", r["ac"], "selective" if g in ("op", "layer") else g)
+    chk("compile", r["compile"], t.compile)
+    chk("compile_loss", r["compile_loss"], t.compile_loss)
+    chk("enable_cpu_offload", r["cpu_offload"], t.offload.optimizer_fraction > 0 or t.offload.weights)
+    bf16 = r["dtype"] == "bfloat16" or r["param"] == "bfloat16"
+    chk("param dtype", "bf16" if bf16 else "fp32", "fp32" if t.precision == "fp32" else "bf16")
+    chk("disable_cuda_graphs", r["cuda_graphs_off"], t.cuda_graph_impl == "none")
+    if r["layers"]:
+        chk("layers", r["layers"], p.model.num_layers)
+    if r["dim"]:
+        chk("dim", r["dim"], p.model.hidden_size)
+    return out
+
+
+def titan_main(tree: Path) -> collections.Counter:
+    """Each config function of a torchtitan main tree (``git archive <main> torchtitan torchtitan_recipes``), as
+    that tree's own ``ConfigManager`` builds it (a child process on the tree), against the plan the reader makes of
+    the launch line naming it (``--module M --config C`` on the world its explicit degrees need, 8 where the
+    shard degree is -1): what a launch line written for torchtitan main gives the reader."""
+    import subprocess
+
+    from primus_launch.adapters.command_recipe import plan_from_command
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(repo)])}
+    with tempfile.TemporaryDirectory() as work:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--titan-main-child"],
+                              capture_output=True, text=True, env=env, cwd=work)
+    if done.returncode:
+        print(done.stderr[-2000:])
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    counts: collections.Counter = collections.Counter()
+    for ln in done.stdout.splitlines():
+        if not ln.startswith("{"):
+            continue
+        r = json.loads(ln)
+        if "config" not in r:
+            print(f"NO-IMPORT {r['module']}: {r['error']}")
+            counts["module not importable here"] += 1
+            continue
+        label = f"--module {r['module']} --config {r['config']}"
+        world = 8
+        if "error" not in r and r["shard"] > 0:
+            world = r["replicate"] * r["shard"] * r["cp"] * r["tp"] * r["pp"]
+        try:
+            plan = plan_from_command(["torchrun", "--nnodes", "1", "--nproc-per-node", str(world), "-m",
+                                      "torchtitan.train", "--module", r["module"], "--config", r["config"]])
+        except Exception as e:  # noqa: BLE001
+            both = "error" in r or (r.get("trainer") not in (None, "torchtitan.trainer.Trainer"))
+            counts["both refuse" if "error" in r else "refused"] += 1
+            print(f"{'BOTH-REFUSE' if 'error' in r else 'REF'} {label}: {' '.join(str(e).split())[:160]}"
+                  + (f" [torchtitan: {r['error']}]" if "error" in r else "") + (" [other trainer]" if both else ""))
+            continue
+        if "error" in r:
+            counts["read, torchtitan refuses"] += 1
+            print(f"TORCHTITAN-REFUSES {label}: {r['error']}")
+            continue
+        tally(counts, label, _titan_main_diffs(r, plan, world))
+    return counts
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--primus", type=Path, help="a `git archive HEAD primus examples` of AMD-AGI/Primus")
@@ -905,7 +1092,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--titan-tags-limit", type=int, help="only the first N commits of --titan-tags (a quick check)")
     ap.add_argument("--bridge", type=Path, help="the Megatron-Bridge git mirror: every distinct ConfigContainer YAML")
     ap.add_argument("--titan-tags-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--titan-main", type=Path,
+                    help="a torchtitan main tree (git archive main torchtitan torchtitan_recipes): its config "
+                         "functions by its own ConfigManager against the reader's launch-line plans (read22)")
+    ap.add_argument("--titan-main-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.titan_main_child:
+        titan_main_child()
+        return 0
     if a.titan02_child:
         titan02_child([ln.split() for ln in sys.stdin.read().splitlines() if ln.strip()])
         return 0
@@ -931,6 +1125,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.titan_tags:
         runs.append(("torchtitan job TOMLs of every ref vs that commit's ConfigManager",
                      lambda: titan_tags(a.titan_tags.resolve(), a.titan_tags_limit)))
+    if a.titan_main:
+        runs.append(("torchtitan main config functions (its ConfigManager) vs the reader's launch-line plans",
+                     lambda: titan_main(a.titan_main.resolve())))
     for title, run in runs:
         counts = run()
         print(f"== {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

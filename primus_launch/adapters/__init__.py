@@ -184,6 +184,12 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
     if w.software:  # [software]: the run's versions (plan/software.py), over the plan's
         from primus_launch.plan import Software
 
+        if w.software.get("torchtitan") and plan.source.format in ("torchtitan-argv", "torchtitan-script"):
+            from primus_launch.adapters.titan_newer import check_registry_version
+            from primus_launch.adapters.titan_snapshot import snapshot
+
+            check_registry_version(w.software["torchtitan"], str(snapshot().get("torchtitan", "0.3.0")))
+
         update["software"] = Software(**{**plan.software.model_dump(), **w.software})
     return plan.model_copy(update=update)
 

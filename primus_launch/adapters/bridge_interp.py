@@ -127,9 +127,36 @@ def unresolved_reason(text: str) -> str:
             "OmegaConf at launch (Megatron-Bridge registers none of its own); write the value")
 
 
+#: launch-environment variables a reader reads into the plan or its warnings (time / memory): the attention
+#: backend switches (``megatron.ATTN_ENV_VARS``), ``CUDA_DEVICE_MAX_CONNECTIONS``, ``NVTE_CPU_OFFLOAD_V1``,
+#: ``NCCL_GRAPH_REGISTER``, the allocator settings, ``launch_env_effects.ENV_EFFECTS`` and HybridEP's combine chunk
+#: (``hybridep_env.VAR``)
+PLAN_ENV_VARS = frozenset({
+    "NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN", "CUDA_DEVICE_MAX_CONNECTIONS", "NVTE_CPU_OFFLOAD_V1",
+    "NCCL_GRAPH_REGISTER", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "NCCL_ALGO", "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NVTE_FWD_LAYERNORM_SM_MARGIN",
+    "NVTE_BWD_LAYERNORM_SM_MARGIN", "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API"})
+
+
+def env_var_from_environment(name: str, text: str) -> str | None:
+    """An ``env_vars`` entry whose value stayed an ``${oc.env:...}`` interpolation (read22).  Megatron-Bridge's
+    loader resolves it from the launching shell (``ConfigContainer.from_yaml``: ``OmegaConf.to_container(...,
+    resolve=True)``; ``oc.env:NAME,default`` gives the default only where NAME is unset, and raises where it is unset
+    with no default), then ``apply_environment_variables`` sets ``os.environ.setdefault(name, str(value))``: the
+    run's variable is whatever that shell holds.  A variable the plan reads (:data:`PLAN_ENV_VARS`) is refused
+    naming the entry (the plan is the file as written, never the environment); for any other the note to add (the
+    entry is left out of the environment the plan reads); None when ``text`` holds no ``oc.env``."""
+    if "oc.env:" not in text:
+        return None
+    if name in PLAN_ENV_VARS:
+        raise PlanError(f"env_vars.{name}", text, unresolved_reason(text) + " (it changes the run's time or memory)")
+    return (f"env_vars.{name}={text}: taken from the launching shell by Megatron-Bridge's loader (OmegaConf oc.env); "
+            "not read (the plan reads no such variable)")
+
+
 def refuse_unresolved(field: str, text: str) -> None:
     """One line naming the field whose value stayed an interpolation."""
     raise PlanError(field, text, unresolved_reason(text))
 
 
-__all__ = ["refuse_unresolved", "resolve_nodes", "unresolved_reason"]
+__all__ = ["PLAN_ENV_VARS", "env_var_from_environment", "refuse_unresolved", "resolve_nodes", "unresolved_reason"]

@@ -49,7 +49,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.bridge_interp import refuse_unresolved, resolve_nodes
+from primus_launch.adapters.bridge_interp import env_var_from_environment, refuse_unresolved, resolve_nodes
 from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
                                              stated_cluster, with_launch_env, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
@@ -332,6 +332,10 @@ def _read_env(rec: BridgeRecipe, node: yaml.Node | None) -> None:
         if txt is None:
             raise UserError(f"{rec.path}: env_vars.{getattr(k, 'value', k)}: a str, int, float or bool value "
                             "(Megatron-Bridge apply_environment_variables refuses others)")
+        said = env_var_from_environment(str(k.value), txt)  # read22: ${oc.env:...} in env_vars
+        if said is not None:
+            rec.notes.append(said)
+            continue
         rec.env[str(k.value)] = txt
 
 

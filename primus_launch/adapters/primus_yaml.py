@@ -71,6 +71,17 @@ from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, Unmo
 from primus_launch.plan.sections import normalize_gpu
 
 FRAMEWORKS = ("megatron", "torchtitan")
+#: Primus's megatron_bridge backend (``primus/backends/megatron_bridge/config_utils.py`` ``load_recipe_config``, Primus
+#: fd1eeab) builds the run's ConfigContainer by calling a Megatron-Bridge recipe function in Python (``recipe`` /
+#: ``flavor``, looked up under ``primus.backends.megatron_bridge.recipes`` then ``megatron.bridge.recipes``) with the
+#: overrides its signature takes, then merges the rest into the container: the values live in that Python code, not
+#: in the YAML.  Megatron-Bridge writes the container it ran as ``run_config.yaml``
+#: (``training/utils/checkpoint_utils.py`` ``CONFIG_FILE``, in each checkpoint), which the Bridge reader reads.
+MEGATRON_BRIDGE_REFUSAL = (
+    "not read: Primus's megatron_bridge backend builds the run's ConfigContainer by calling a Megatron-Bridge recipe "
+    "function{flavor} in Python and merging the overrides into it, and primus-launch runs no recipe code; read instead "
+    "the run_config.yaml Megatron-Bridge saves with the run's checkpoint (primus-launch --project run_config.yaml), "
+    "or a megatron / torchtitan experiment")
 _RESERVED = {"name", "framework", "config", "model", "overrides", "params"}
 
 # ----------------------------------------------------------------------------- Primus semantics
@@ -356,6 +367,11 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     exp = parse_yaml(path, env, text=text)
     name, mod = _module_of(exp, where)
     fw = mod.get("framework")
+    if fw == "megatron_bridge":  # read22: why, and what is read instead
+        over = mod.get("overrides") if isinstance(mod.get("overrides"), dict) else {}
+        flavor = over.get("flavor") or mod.get("flavor")
+        raise PlanError(f"modules.{name}.framework", fw, MEGATRON_BRIDGE_REFUSAL.format(
+            flavor=f" ({flavor})" if isinstance(flavor, str) else ""))
     if fw not in FRAMEWORKS:
         raise PlanError(f"modules.{name}.framework", fw, f"primus-launch reads {', '.join(FRAMEWORKS)} trainers")
     overrides = mod.get("overrides") or {}

@@ -415,8 +415,16 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
     import logging
 
     logging.getLogger("torchtitan").setLevel(logging.ERROR)
+    from primus_launch.adapters.titan_newer import newer_in_error
+
     with _ConverterRecorder() as rec:
-        mod = importlib.import_module(spec.name)
+        try:
+            mod = importlib.import_module(spec.name)
+        except Exception as e:  # read22: a module written for torchtitan main imports torchtitan.components.data
+            said = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            newer = newer_in_error(said)
+            raise PlanError("--module", module, f"torchtitan {installed_version()} cannot import it here ({said})"
+                                                + (f"; {newer}" if newer else "")) from None
         fn = getattr(mod, config, None)
         if fn is None or not callable(fn):
             names = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_") and n[:1].islower()]
@@ -424,8 +432,10 @@ def load_user_config(module: str, config: str) -> dict[str, Any]:
         try:
             cfg = fn()
         except Exception as e:
-            raise PlanError("--config", config, f"torchtitan cannot load it here ({type(e).__name__}: "
-                                                f"{' '.join(str(e).split())[:200]})") from None
+            said = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            newer = newer_in_error(said)
+            raise PlanError("--config", config, f"torchtitan cannot load it here ({said})"
+                                                + (f"; {newer}" if newer else "")) from None
         if getattr(cfg, "model_spec", None) is None or not hasattr(cfg, "parallelism"):
             raise PlanError("--config", config, "must return a torchtitan Trainer.Config with a model_spec")
         entry = config_entry_of(cfg, list(rec.seen), None)

@@ -58,6 +58,7 @@ from pydantic import ValidationError
 
 from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, job_get, type_problem
 from primus_launch.adapters.titan_mapped_values import check_mapped_values, earlier_names, unknown_key_table
+from primus_launch.adapters.titan_newer import renamed_hint
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.plan.torchtitan_split import (
     explicit_stage_layers,
@@ -355,6 +356,9 @@ def check_key_typos(job: dict) -> None:
             continue
         # a key of a neutral table (checkpoint, metrics, lr_scheduler, validation, profiling, job, ...) is judged
         # too: [checkpoint] intervall = 10 is refused by ConfigManager, and was read as neutral (interval 500 kept)
+        newer = renamed_hint(path)
+        if newer is not None:  # read22: a TOML with torchtitan main's renamed batch fields
+            raise PlanError(path, value, newer)
         section, _, rest = path.partition(".")
         if section not in sections:
             close = difflib.get_close_matches(section, sorted(sections), n=1, cutoff=0.8)

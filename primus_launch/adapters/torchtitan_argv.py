@@ -342,6 +342,8 @@ def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, ju
     table) only the top-level options (``--dump-folder``)."""
     import difflib
 
+    from primus_launch.adapters.titan_newer import renamed_hint
+
     tt = f"torchtitan {snapshot().get('torchtitan', '0.3')}"
     if options is None:
         fields = cli_types()
@@ -371,6 +373,9 @@ def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, ju
                 raise UserError(f"command: {where} is not a torchtitan option (expected --section.field; the "
                                 f"top-level ones: {', '.join('--' + n.replace('_', '-') for n in names)})")
             continue
+        newer = renamed_hint(o.path)
+        if newer is not None and o.path not in (options or {}) and key not in known_of(section):
+            raise PlanError(where, raw, newer)  # read22: torchtitan main's renamed batch fields
         if not judge:
             continue
         if section not in sections:
