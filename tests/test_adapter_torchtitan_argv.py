@@ -132,7 +132,8 @@ def test_render_round_trip_touches_only_tuned_tokens(name):
 
 
 def test_pp_needs_cuda_graphs_off_and_cluster_follows():
-    argv = [*TORCHRUN, "--module", "llama3", "--config", "llama3_8b", "--training.global_batch_size", "16"]
+    # global batch 32: at PP 2 over 32 GPUs (DP 16) two micro-batches, which torch's Schedule1F1B needs (>= stages)
+    argv = [*TORCHRUN, "--module", "llama3", "--config", "llama3_8b", "--training.global_batch_size", "32"]
     plan = plan_from_command(argv)
     from primus_launch.plan.torchtitan_split import plan_placement, stage_layers
 

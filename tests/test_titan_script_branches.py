@@ -36,9 +36,10 @@ TOML = """
 name = "deepseek_v3"
 flavor = "16B"
 [training]
-local_batch_size = 1
+local_batch_size = 2
 seq_len = 2048
 """
+# local batch 2: the flat script's PP 2 then has 2 micro-batches, which torch's Schedule1F1B needs (>= stages)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -1377,7 +1377,13 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
     local = cur(bkey, 8)
     if p.pp > 1:
         put("parallelism.pipeline_parallel_microbatch_size", m, 1)
-        if local % m or G % (local * dp):
+        # torchtitan's pipeline step runs local / m micro-batches (pipeline_parallel.py _build_pipeline_schedule)
+        # and accumulates global / (local x dp) steps; the projection runs the plan's G / (m x dp) micro-batches
+        # through one schedule, so a changed pipeline or batch gets local = G / dp (one step, all micro-batches:
+        # also what torch's Schedule1F1B needs, m >= pp) and only an unchanged one keeps the job's own local
+        same = (op.pp, op.vpp, ot.pipeline_schedule, ot.micro_batch_size, ot.global_batch_size,
+                old.cluster.world_size // (op.tp * op.cp * op.pp)) == (p.pp, p.vpp, t.pipeline_schedule, m, G, dp)
+        if local % m or G % (local * dp) or not same:
             local = G // dp
     else:
         local = m

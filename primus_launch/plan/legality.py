@@ -358,12 +358,23 @@ def torchtitan_problems(plan: PlanSections) -> list[Problem]:
     if p.pp > 1:
         if not m.untie_embeddings_and_output_weights:
             out.append(("parallel.pp", p.pp, "torchtitan does not support weight tying with pipeline parallel"))
-        name = titan_schedule(t.pipeline_schedule, p.vpp)
+        try:
+            name = titan_schedule(t.pipeline_schedule, p.vpp)
+        except PlanError as e:
+            out.append((e.field, e.value, e.allowed))
+            return out
         single = is_single_stage(name)
         if single and p.vpp != 1:
             out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} runs one stage per rank (vpp=1)"))
         if not single and p.vpp < 2:
             out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} needs >= 2 stages per rank"))
+        mb = t.micro_batch_size * dp
+        nmb = t.global_batch_size // mb if mb and t.global_batch_size % mb == 0 else 0
+        if name == "1F1B" and 0 < nmb < p.pp:
+            # torch 2.13 Schedule1F1B.__init__: "Number of microbatches (m) must be greater than or equal to the
+            # number of stages (pp)"; the writer gives the schedule all of the plan's micro-batches in one step
+            out.append(("training.global_batch_size", t.global_batch_size,
+                        f"torch's 1F1B needs micro-batches (global / (micro_batch_size x dp) = {nmb}) >= pp={p.pp}"))
     return out
 
 

@@ -70,17 +70,38 @@ def plan_schedule(name: str) -> PipelineSchedule:
     return _TO_PLAN[_canonical(name).lower()]
 
 
+# plan schedule -> the torch.distributed.pipelining name (``get_schedule_class``, torch 2.13 as torchtitan 0.3.0
+# runs it) of the same schedule, by stages per rank: (one stage per rank, >= 2 stages per rank).  None: torch
+# has no class of that schedule, so a TorchTitan recipe cannot hold the plan.  zb_h1 is the simulator's ZB-H1 at
+# one stage per rank (projection/pipeline/orders.py); torch builds it only inside ScheduleInterleavedZeroBubble,
+# a PipelineScheduleMulti, which torchtitan's pipeline_parallel.py refuses below 2 stages per rank, and at 2+
+# stages per rank that class runs the interleaved ZB1P order, another schedule (not modelled).
+_TO_TITAN: dict[str, tuple[Optional[str], Optional[str]]] = {
+    "1f1b": ("1F1B", None), "interleaved_1f1b": (None, "Interleaved1F1B"), "gpipe": ("GPipe", "LoopedBFS"),
+    "zb_h1": (None, None), "zbv": (None, "ZBVZeroBubble"),
+}
+
+
+def titan_schedule_allowed() -> str:
+    """The plan schedules a TorchTitan recipe can hold with PP, each with its torchtitan name, for refusals."""
+    return ("1f1b at vpp 1 (1F1B), gpipe (GPipe at vpp 1, LoopedBFS above), interleaved_1f1b at vpp >= 2 "
+            "(Interleaved1F1B) or zbv at vpp 2 (ZBVZeroBubble); torch's InterleavedZeroBubble is not modelled")
+
+
 def titan_schedule(schedule: PipelineSchedule, vpp: int) -> str:
-    """Plan schedule (+ chunks per rank) -> the canonical torchtitan schedule name."""
-    if schedule == "1f1b":
-        return "1F1B"
-    if schedule == "interleaved_1f1b":
-        return "Interleaved1F1B"
-    if schedule == "gpipe":
-        return "GPipe" if vpp == 1 else "LoopedBFS"
-    if schedule == "zb_h1":
-        return "InterleavedZeroBubble"
-    return "ZBVZeroBubble"
+    """Plan schedule (+ chunks per rank) -> the torchtitan schedule name of the same schedule (:data:`_TO_TITAN`).
+
+    Where torch has that schedule only at the other stage count (1f1b at vpp > 1, interleaved_1f1b or zbv at
+    vpp 1) the name is returned and :func:`primus_launch.plan.legality.torchtitan_problems` refuses the vpp;
+    where torch has no class of it (``zb_h1``) :class:`PlanError` names ``training.pipeline_schedule``."""
+    single, multi = _TO_TITAN.get(schedule, (None, None))
+    name = single if vpp == 1 else multi
+    if name is None:
+        name = multi if vpp == 1 else single
+    if name is None:
+        raise PlanError("training.pipeline_schedule", schedule,
+                        f"with pp > 1 torchtitan runs {titan_schedule_allowed()}")
+    return name
 
 
 def is_single_stage(name: str) -> bool:

@@ -234,17 +234,18 @@ def recompute_options(plan: Plan, fw: str, per_chunk: int, cfg: SpaceConfig, own
 def schedules(fw: str, pp: int, vpp: int, nmb: int, own: str) -> list[str]:
     """Pipeline schedules for ``pp`` x ``vpp`` stages with ``nmb`` micro-batches: without a pipeline the user's
     own (1f1b or gpipe); Megatron 1f1b (vpp 1) or interleaved 1f1b (micro-batches a multiple of pp); TorchTitan
-    also ZBV at vpp 2 (torch.distributed.pipelining's multi-stage schedules)."""
+    the same (1f1b with at least pp micro-batches) and ZBV at vpp 2 (torch.distributed.pipelining's
+    multi-stage schedules)."""
     if pp == 1:
         return [own if own in ("1f1b", "gpipe") else "1f1b"]
     if fw == "megatron":
         if vpp == 1:
             return ["1f1b"]
         return ["interleaved_1f1b"] if nmb % pp == 0 else []
-    # torch.distributed.pipelining: 1F1B is single-stage; Interleaved1F1B and ZBVZeroBubble are
-    # multi-stage schedules (>= 2 stages per rank).  InterleavedZeroBubble (zb_h1 with vpp > 1) is
-    # left out: the pipeline simulator models ZB-H1 with one chunk per rank only.
-    out = ["1f1b"] if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else [])
+    # torch.distributed.pipelining: 1F1B is single-stage (Schedule1F1B refuses fewer micro-batches than
+    # stages); Interleaved1F1B and ZBVZeroBubble are multi-stage schedules (>= 2 stages per rank).  zb_h1 is
+    # left out: torch has no single-stage ZB-H1 (plan/torchtitan_split.py titan_schedule refuses it).
+    out = (["1f1b"] if nmb >= pp else []) if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else [])
     if vpp == 2:
         out.append("zbv")
     return out

@@ -51,8 +51,11 @@ SHAPE_AXES = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "acc_embed
               "schedule", "rc_granularity", "rc_method", "rc_layers", "rc_modules")
 #: the structural axes the static memory reads (the data-parallel size through tp, cp and pp)
 MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
-#: the structural axes the post-pipeline floor reads (the stages' parameters: the split too)
-TAIL_AXES = MEMORY_AXES + ("vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout")
+#: the structural axes the post-pipeline floor reads (the stages' parameters: the split too, and the schedule, whose
+#: V placement (zbv: rank r holds chunks r and 2 pp - 1 - r, ``memory/params.py`` ``stage_parameter_split``) puts the
+#: embedding and the output layer on one rank)
+TAIL_AXES = MEMORY_AXES + ("vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout",
+                           "schedule")
 
 
 def pick(values: tuple, axes: tuple[str, ...], index: dict[str, int]) -> tuple:

@@ -145,6 +145,7 @@ class BoundModel(MemoryFloors):
         if x is None:
             lk = rk[:-2]
             x = np.zeros(K)
+            run = None   # the plan of h and f, built once for the parts not cached yet
             for part, pk, fn in ((self._p_lt, (lk, lk_f), layer_floor), (self._p_tp, (lk, tp_f), tp_cp_floor),
                                  (self._p_ep, (lk, ep_f), ep_floor),
                                  (self._p_fsdp, (rk, lk_f) if rk[-2] is not None else None, fsdp_floor)):
@@ -152,8 +153,10 @@ class BoundModel(MemoryFloors):
                     continue
                 v = part.get(pk)
                 if v is None:
+                    if run is None:
+                        run = self._run(h, f)
                     v = np.zeros(K)
-                    fn(self._run(h, f), v)
+                    fn(run, v)
                     part[pk] = v
                 x += v
             self._lt[key] = x

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 from primus_launch.plan import Plan
+from primus_launch.plan.normal_form import normal_copy
 from primus_launch.tuner.bound_keys import (F, MEMORY_AXES, OUTSIDE_FLAGS, STATIC_FLAGS, distinct_values, memory_key,
                                             pick, S)
 from primus_launch.tuner.knobs import Knobs, apply_knobs
@@ -79,8 +80,11 @@ class MemoryFloors:
         self.statics = [distinct_values(t, STATIC_FLAGS) for t in space.tables]
 
     def probe(self, h: tuple, f: tuple) -> Plan:
-        """The plan of structural values ``h`` and flags ``f``."""
-        return apply_knobs(self.plan, Knobs(*h, *f))
+        """The plan of structural values ``h`` and flags ``f`` in its normal form (``plan/normal_form.py``
+        ``normal_copy``: what the projection prices), so that every floor read off it is a floor of that plan's
+        projection.  The cache keys of the floors hold ``dp_sharding``, ``dp_replicate`` and the degrees, which
+        decide whether the normal form differs (TorchTitan FSDP over a shard group of one)."""
+        return normal_copy(apply_knobs(self.plan, Knobs(*h, *f)))
 
     def static_floor(self, h: tuple, f: tuple) -> float:
         """Bytes of weights, gradients and optimizer state per GPU averaged over the stages of the

@@ -127,7 +127,9 @@ def _cfg(plan: Plan) -> tuple:
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32,
              mib.forced_round_robin(plan), t.moe_expert_capacity_factor, t.moe_pad_expert_input_to_capacity),
             (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization),
-             backward_syncs(plan)),
+             # read only by a hybrid stack's pooled backward host time (hybrid_layers.py, host > 0): False elsewhere,
+             # so plans that differ only in recompute / EP overlap share one entry of the layer-times cache
+             backward_syncs(plan) if plan.model.is_hybrid and host > 0 else False),
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
             t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda",
@@ -188,6 +190,7 @@ def floor_cfg(plan: Plan) -> tuple:
     share it (the tuner's bound key)."""
     c = list(_cfg(plan))
     c[3], c[4], c[5], c[11] = float("inf"), 0.0, frozenset(), None   # wq_div, host, graphs, ub
+    c[13] = (*c[13][:-1], False)   # the backward's host sync: read only with host time (hybrid_layers.py), 0 here
     c[14] = False   # fp8_param_gather only changes the per-step weight casts, zero at wq_div = inf
     c[-1] = 0.0     # the unfused main_grad accumulation (>= 0 s; follows dp_sharding: tuner/knobs.py apply_knobs)
     return tuple(c)
