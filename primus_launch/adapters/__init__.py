@@ -184,7 +184,12 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
     if w.software:  # [software]: the run's versions (plan/software.py), over the plan's
         from primus_launch.plan import Software
 
+        from primus_launch.plan.software import software_notes
+
         update["software"] = Software(**{**plan.software.model_dump(), **w.software})
+        said = software_notes(update["software"], plan.framework)
+        if said:
+            update["source"] = src.model_copy(update={"notes": [*src.notes, *said]})
     return plan.model_copy(update=update)
 
 

@@ -99,6 +99,25 @@ def earlier_names() -> frozenset[str]:
     return frozenset(job_data().get("earlier_names", ()))
 
 
+#: torchtitan main's names after 0.3.0 (pytorch/torchtitan 73aed7f6c "fold batch dim" (#4121), 2026-08-20,
+#: torchtitan/config/configs.py): counts of tokens and micro-batches where 0.3.0 has sequences and a micro-batch
+#: size; not a rename a reader may apply (the units differ), so a key of them is refused with the 0.3.0 field to give
+LATER_NAMES = {
+    "training.num_tokens_per_microbatch_per_dp_rank": "training.local_batch_size (sequences, = these tokens / seq_len)",
+    "training.num_tokens_per_train_step": "training.global_batch_size (sequences, = these tokens / seq_len)",
+    "training.max_context_length": "training.seq_len",
+    "parallelism.num_pp_microbatches": "parallelism.pipeline_parallel_microbatch_size (sequences per pipeline "
+                                       "micro-batch, = local_batch_size / these micro-batches)",
+}
+
+
+def later_name_hint(path: str) -> Optional[str]:
+    """For a key of torchtitan main that 0.3.0 does not know (:data:`LATER_NAMES`): what to give instead."""
+    instead = LATER_NAMES.get(path)
+    return None if instead is None else (f"a torchtitan main name (after 0.3.0: pytorch/torchtitan#4121, 2026-08-20); "
+                                         f"0.3.0, which this reader follows, takes {instead}")
+
+
 def unknown_key_table(path: str, known: "set[str] | frozenset[str]") -> str:
     """The table TorchTitan names for the unknown key ``path``: the longest of its parent tables that holds a
     known key (v0.2.2 ``config/manager.py:164-170`` refuses it from the dataclass of that (sub-)table:

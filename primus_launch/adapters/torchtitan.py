@@ -57,7 +57,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 from pydantic import ValidationError
 
 from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, job_get, type_problem
-from primus_launch.adapters.titan_mapped_values import check_mapped_values, earlier_names, unknown_key_table
+from primus_launch.adapters.titan_mapped_values import (check_mapped_values, earlier_names, later_name_hint,
+                                                         unknown_key_table)
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.plan.torchtitan_split import (
     explicit_stage_layers,
@@ -362,6 +363,10 @@ def check_key_typos(job: dict) -> None:
                 raise PlanError(path, value, f"[{section}] is no TorchTitan table (its ConfigManager refuses unknown "
                                              f"fields); did you mean [{close[0]}]?")
             continue
+        later = later_name_hint(path)
+        if later:
+            raise PlanError(path, value, f"not a field of TorchTitan's [{section}] (its ConfigManager refuses unknown "
+                                         f"fields); {later}")
         leaves = sorted(p.split(".", 1)[1] for p in known if p.startswith(section + "."))
         # a field of another table (the pre-v0.1 layout's [training] tensor_parallel_degree, [experimental]
         # pipeline_parallel_degree, now in [parallelism]): refused as TorchTitan refuses it, naming where it lives

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from primus_launch.adapters.titan_mapped_values import later_name_hint
 from primus_launch.adapters.titan_option_rules import check_option_rule
 from primus_launch.adapters.titan_snapshot import (argv_options, cli_types, config_entry, experiment_module,
                                                   load_user_config, snapshot)
@@ -390,8 +391,9 @@ def check_override_names(launch: TitanLaunch, options: Optional[dict] = None, ju
         if section == "optimizer" and options is not None and "." not in key:
             lead = [k for k in known if k.endswith(f"optimizer_kwargs.{key}") or k.endswith(f".{key}")]
             close = lead[:1] or close
-        hint = (f"did you mean --{section}.{close[0]}?" if close else
-                f"its fields: {', '.join(sorted(known))}" if known else "it takes no options")
+        later = later_name_hint(f"{section}.{key}")
+        hint = later if later else (f"did you mean --{section}.{close[0]}?" if close else
+                                    f"its fields: {', '.join(sorted(known))}" if known else "it takes no options")
         raise PlanError(where, raw, f"not a field of {tt}'s {section} (its parser refuses unknown "
                                     f"options); {hint}")
 
