@@ -208,3 +208,13 @@ def test_mxfp8_on_blackwell_projects(tmp_path):
     rc, out, err, _ = run_cli(["--project", "r.sh", *DRY, "--gpu", "b200"], tmp_path)
     assert rc == 0, err[-300:]
     assert json.loads(out)["plan"]["training"]["fp8_recipe"] == "mxfp8"
+
+
+def test_a_bridge_mixed_precision_value_is_named_as_mixed_precision(tmp_path):
+    """MixedPrecisionConfig.setup writes mixed_precision's fields over the model's: a refusal of its fp8 names it
+    (it named model.fp8, the model's own null the file also holds)."""
+    old = "  fp8: null\n  fp8_amax"
+    assert old in BRIDGE and "\n  fp8: null\n  fp8_param: false\n" in BRIDGE  # the model's own fp8 too
+    line = _refused(tmp_path, {"b.yaml": BRIDGE.replace(old, "  fp8: e5m2\n  fp8_amax", 1)},
+                    ["--project", "b.yaml", *DRY], "mixed_precision.fp8='e5m2'", "e4m3, hybrid")
+    assert "model.fp8" not in line

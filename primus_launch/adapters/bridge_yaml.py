@@ -427,6 +427,7 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
         rec.nodes.pop(dest, None)  # the model's node no longer decides it: mixed_precision's does (a recipe name: none)
         if mp_nodes.get(dest):
             rec.nodes[dest] = [(n, False) for n in mp_nodes[dest]]
+            rec.spelled[dest] = (f"mixed_precision.{key}", val)  # a refusal names the key in effect, not the model's
     if not rec.args.get("first_last_layers_bf16"):
         for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             rec.args.pop(k, None)  # only read with first_last_layers_bf16
