@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from primus_launch.cli_flags import parser
 from primus_launch.cli_output import file_size, human, print_reader_lines, shown, write_trace
-from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, load_plan, refuse_environment_launch,
-                                     takes_script_args)
+from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, check_precision_as_written, load_plan,
+                                     refuse_environment_launch, takes_script_args)
 from primus_launch.cli_tune import run_tune
 from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
@@ -183,6 +183,7 @@ def _launch_recipe(plan: Plan, script_args: Sequence[str] = ()) -> int:
 
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = load_plan(a, a.project, command)
+    check_precision_as_written(plan)
     check_outputs([("--trace", a.trace), ("--report", a.report)])
     result = _project(a, plan, command)
     run = None

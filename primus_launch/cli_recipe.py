@@ -48,6 +48,29 @@ def load_plan(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     return plan
 
 
+#: the name a Megatron-LM recipe gives ``training.fp8_recipe``: its flag on a command line, its key in a YAML
+_FP8_RECIPE_NAMES = {"megatron-bash": "--fp8-recipe", "megatron-argv": "--fp8-recipe", "megatron-yaml": "fp8_recipe",
+                     "primus-yaml": "fp8_recipe"}
+
+
+def check_precision_as_written(plan: Plan) -> None:
+    """The projection's check that the GPU runs the plan's precision (``projection/hardware/gpus.py``
+    ``check_precision``: MXFP8 before Blackwell / CDNA4, ...), before any work, its refusal naming the FP8 recipe as
+    the Megatron-LM recipe writes it (``--fp8-recipe='mxfp8'``; the plan's name, ``training.fp8_recipe``, is no
+    flag or key of the recipe); other refusals and formats as the check names them."""
+    from primus_launch.plan import PlanError
+    from primus_launch.projection.hardware.gpus import check_precision
+
+    t = plan.training
+    try:
+        check_precision(plan.cluster.gpu, t.precision, t.fp8_recipe, t.fp4_recipe)
+    except PlanError as e:
+        name = _FP8_RECIPE_NAMES.get(plan.source.format if plan.source else None)
+        if e.field == "training.fp8_recipe" and name is not None:
+            raise PlanError(name, e.value, e.allowed) from None
+        raise
+
+
 def refuse_environment_launch(a: argparse.Namespace) -> None:
     """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
     (:func:`load_plan` notes it) is refused by name; a tune refuses it before its search (``cli_tune.run_tune``)."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from primus_launch.cli_output import file_size, fit, human, print_reader_lines, shown, write_trace
-from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, cluster_overrides, load_plan,
-                                     refuse_environment_launch, takes_script_args)
+from primus_launch.cli_recipe import (FROM_COMMAND, check_outputs, check_precision_as_written, cluster_overrides,
+                                     load_plan, refuse_environment_launch, takes_script_args)
 from primus_launch.errors import UserError
 
 if TYPE_CHECKING:
@@ -184,6 +184,7 @@ def run_tune(a: argparse.Namespace, command: list[str]) -> TunedRun:
     from primus_launch.tuner.search import tune
 
     plan, no_reference, rebased = _load_tunable(a, command)
+    check_precision_as_written(plan)
     config_script = _check_tunable(a, plan, command)
     _check_launch_command(a, plan, command)
     out_recipe, out_wrapper, log_path = _tune_outputs(a, plan)

@@ -63,7 +63,12 @@ a projection of 2,048 pipeline stages (the schedule's extrapolation ran 100M act
 YAML anchors and aliases sharing a scalar with a key a tune writes (the tuned recipe changed the other key or named an
 anchor it had dropped: checked by ``Case.check`` on the written file), a merge key's block a tune changes, Megatron values
 its start-up refuses (``--moe-shared-expert-intermediate-size 0``, ``--encoder-seq-length`` beside ``--seq-length``),
-sizes named as given (``--padded-vocab-size 0``), two runs at once writing the same outputs.
+sizes named as given (``--padded-vocab-size 0``), two runs at once writing the same outputs; the robust18 classes
+(``--only r18:``): a framework newer than the one read -- a wrapper's ``[software]`` torch / torchtitan past the modelled
+stack (noted), a torchtitan version on a Megatron recipe (noted), torchtitan main's #4121 names (refused naming the 0.3.0
+field) --, ``--virtual-pipeline-model-parallel-size`` on a Megatron-LM command line (refused: no flag since 2021), a
+Megatron-Bridge section of no ``ConfigContainer`` field (noted), MXFP8 on a GPU without MX formats named as the recipe
+writes it, and kept: experts / EP / ETP / seq / VPP rules, ``--gpu-file`` units and missing fields, unset variables.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1865,6 +1870,104 @@ def robust17_cases() -> list[Case]:
     return out
 
 
+def robust18_cases() -> list[Case]:
+    """The robust18 classes (``--only r18:``): recipes written for another framework version and names the recipe
+    does not hold -- a wrapper's ``[software]`` versions newer than the modelled stack (noted: priced as it), of
+    another framework (noted: not read) or no version (refused); ``--virtual-pipeline-model-parallel-size`` on a
+    Megatron-LM command line (no flag of its parser since 2021: refused, it was read as VPP); a Megatron-Bridge
+    top-level key of no ``ConfigContainer`` field (noted with the nearest section: it was dropped silently);
+    torchtitan main's names after 0.3.0 (pytorch/torchtitan#4121: refused naming the 0.3.0 field to give); MXFP8 on
+    a GPU without MX formats named as the recipe writes the FP8 recipe (``--fp8-recipe``, not
+    ``training.fp8_recipe``); and classes that already passed, kept: MoE experts not divisible by EP, ETP x EP x PP
+    not dividing the world, a sequence not divisible by TP under sequence parallelism, VPP sizes Megatron-LM
+    rejects, ``--gpu-file`` sizes with units (``"80GB"``), a new GPU without bandwidth, zero FLOPs, a Primus
+    override of no Megatron-LM argument (warned by name), an unset variable in a launch script (``${SEQ_LEN}``)."""
+    out: list[Case] = []
+    dry = ["--dry-run", "--json"]
+    for tag, sw, rec, words in (
+            ("torch-future", 'torch = "3.0"', "r.sh", ("software.torch='3.0': newer than torch",)),
+            ("torchtitan-future", 'torchtitan = "0.9.0"', "r.toml", ("software.torchtitan='0.9.0': newer",)),
+            ("torchtitan-on-megatron", 'torchtitan = "0.3.0"', "r.sh", ("software.torchtitan='0.3.0': not read",))):
+        wrapper = f'[recipe]\npath = "{rec}"\n[software]\n{sw}\n'.encode()
+        out.append(Case(f"r18:software:{tag}", "value", {"w.primus.toml": wrapper, "r.sh": BASH, "r.toml": TOML},
+                        ["--project", "w.primus.toml"] + dry, expect_words=words))
+    for tag, sw in (("word", 'torch = "latest"'), ("major-only", 'torch = "2"'), ("epoch", 'torch = "0:2.8"'),
+                    ("number", "torch = 2.8"), ("titan-word", 'torchtitan = "main"')):
+        wrapper = f'[recipe]\npath = "r.sh"\n[software]\n{sw}\n'.encode()
+        out.append(Case(f"r18:software:{tag}", "value", {"w.primus.toml": wrapper, "r.sh": BASH},
+                        ["--project", "w.primus.toml"] + dry, expect_refusal=True,
+                        expect_words=("software.torch" if sw.startswith("torch ") else "software.torchtitan",)))
+    vpp = BASH.replace(b"    --bf16\n", b"    --bf16 --virtual-pipeline-model-parallel-size 2\n", 1).replace(
+        b"PP_SIZE=1", b"PP_SIZE=2", 1)  # PP 2: the old flag was read as VPP 2 and projected
+    out.append(Case("r18:vpp-yaml-name:bash", "argv", {"r.sh": vpp}, ["--project", "r.sh"] + dry, expect_refusal=True,
+                    expect_words=("--virtual-pipeline-model-parallel-size=2", "--num-virtual-stages-per-pipeline-rank")))
+    for tag, key, words in (("misspelt", b"mixed_precison", ("did you mean mixed_precision",)),
+                            ("foreign", b"my_launcher", ("my_launcher: not a section",))):
+        out.append(Case(f"r18:bridge-section:{tag}", "structure", {"b.yaml": BRIDGE + key + b":\n  fp8: hybrid\n"},
+                        ["--project", "b.yaml"] + dry, expect_words=words))
+    for tag, old, new, words in (
+            ("argv:tokens-per-microbatch", b"--training.local_batch_size 2",
+             b"--training.num_tokens_per_microbatch_per_dp_rank 16384", ("takes training.local_batch_size",)),
+            ("argv:max-context", b"--training.local_batch_size 2",
+             b"--training.local_batch_size 2 --training.max_context_length 4096", ("takes training.seq_len",)),
+            ("argv:pp-microbatches", b"--training.local_batch_size 2",
+             b"--training.local_batch_size 2 --parallelism.num_pp_microbatches 4",
+             ("takes parallelism.pipeline_parallel_microbatch_size",))):
+        out.append(Case(f"r18:titan-main:{tag}", "value", {"r.sh": BASH_TITAN.replace(old, new, 1)},
+                        ["--project", "r.sh"] + dry, expect_refusal=True, expect_words=words))
+    for tag, old, new, words in (("toml:max-context", b"seq_len = 8192", b"max_context_length = 8192",
+                                  ("training.max_context_length=8192", "takes training.seq_len")),
+                                 ("toml:tokens-per-step", b"local_batch_size = 1", b"num_tokens_per_train_step = 65536",
+                                  ("takes training.global_batch_size",))):
+        out.append(Case(f"r18:titan-main:{tag}", "value", {"r.toml": TOML.replace(old, new, 1)},
+                        ["--project", "r.toml"] + dry, expect_refusal=True, expect_words=words))
+    mx = BASH.replace(b"    --bf16\n", b"    --bf16 --fp8-format hybrid --fp8-recipe mxfp8\n", 1)
+    pmx = PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      fp8: hybrid\n      fp8_recipe: mxfp8\n", 1)
+    for tag, files, argv, words in (
+            ("bash:project", {"r.sh": mx}, ["--project", "r.sh", "--gpu", "h100-sxm"], ("--fp8-recipe='mxfp8'",)),
+            ("bash:tune", {"r.sh": mx}, ["--tune", "r.sh", "--gpu", "h100-sxm", "--max-work", "50"],
+             ("--fp8-recipe='mxfp8'",)),
+            ("primus:project", {"r.yaml": pmx}, ["--project", "r.yaml", "--gpu", "mi300x"], (" fp8_recipe='mxfp8'",))):
+        out.append(Case(f"r18:fp8-recipe-named:{tag}", "value", files, argv + dry, expect_refusal=True,
+                        expect_words=words))
+    # classes that already passed (kept so that they stay so)
+    for tag, old, new, words in (
+            ("ep-not-dividing-experts", b"--expert-model-parallel-size 4", b"--expert-model-parallel-size 3",
+             ("--expert-model-parallel-size=3", "num_experts=8")),
+            ("experts-not-divisible", b"--num-experts 8", b"--num-experts 6", ("num_experts=6",)),
+            ("etp-ep-pp-world", b"--expert-model-parallel-size 4",
+             b"--expert-model-parallel-size 4 --expert-tensor-parallel-size 3", ("must divide world size 32",)),
+            ("seq-not-divisible-by-tp-sp", b"--seq-length 4096", b"--seq-length 4097",
+             ("--tensor-model-parallel-size=2", "seq_length")),
+            ("vpp-not-dividing-layers", b"--pipeline-model-parallel-size 4",
+             b"--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 5", ("pp*vpp=20",)),
+            ("vpp-two-ways", b"--pipeline-model-parallel-size 4",
+             b"--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+             b"--num-layers-per-virtual-pipeline-stage 7", ("cannot be combined",)),
+            ("fp8-format-e5m2", b"--bf16", b"--bf16 --fp8-format e5m2", ("--fp8-format='e5m2'", "e4m3, hybrid"))):
+        assert old in MIXTRAL, old
+        out.append(Case(f"r18:megatron-rule:{tag}", "value", {"r.sh": MIXTRAL.replace(old, new, 1)},
+                        ["--project", "r.sh"] + dry, expect_refusal=True, expect_words=words))
+    for tag, gpu, words in (
+            ("units", GPU_TOML.replace(b"hbm_bytes = 85899345920", b'hbm_bytes = "80GB"'), ("hbm_bytes='80GB'",)),
+            ("no-bandwidth", GPU_TOML.replace(b"hbm_bw = 3.35e12\n", b""), ("hbm_bw: Field required",)),
+            ("zero-flops", GPU_TOML.replace(b"peak_flops_bf16 = 989e12", b"peak_flops_bf16 = 0"),
+             ("peak_flops_bf16=0",)),
+            ("negative-override", b"[gpu.h100-sxm]\npeak_flops_fp8 = -1\n", ("peak_flops_fp8=-1",))):
+        name = "h100-sxm" if tag == "negative-override" else "mygpu"
+        out.append(Case(f"r18:gpu-file:{tag}", "value", {"g.toml": gpu, "r.sh": BASH},
+                        ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", name] + dry, expect_refusal=True,
+                        expect_words=words))
+    unknown = PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      seq_lenght: 4096\n", 1)
+    out.append(Case("r18:primus-override:unknown-key", "value", {"r.yaml": unknown}, ["--project", "r.yaml"] + dry,
+                    expect_words=("seq_lenght",)))
+    unset = BASH.replace(b"--seq-length $SEQ_LENGTH", b"--seq-length ${SEQ_LEN}", 1)
+    assert unset != BASH
+    out.append(Case("r18:unset-variable:bash", "value", {"r.sh": unset}, ["--project", "r.sh"] + dry,
+                    expect_refusal=True, expect_words=("--seq-length", "unset variable")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1903,6 +2006,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += robust15_cases(rng, quick)
     cases += robust16_cases()
     cases += robust17_cases()
+    cases += robust18_cases()
     return cases
 
 

@@ -189,8 +189,12 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
             from primus_launch.adapters.titan_snapshot import snapshot
 
             check_registry_version(w.software["torchtitan"], str(snapshot().get("torchtitan", "0.3.0")))
+        from primus_launch.plan.software import software_notes
 
         update["software"] = Software(**{**plan.software.model_dump(), **w.software})
+        said = software_notes(update["software"], plan.framework)
+        if said:
+            update["source"] = src.model_copy(update={"notes": [*src.notes, *said]})
     return plan.model_copy(update=update)
 
 

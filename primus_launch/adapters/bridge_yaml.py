@@ -108,6 +108,13 @@ _RENAMES = {"num_moe_experts": "num_experts", "fp8_param": "fp8_param_gather", "
 # overlap_p2p_comm, pipeline_dtype = params_dtype, ...) or sets for every run: nothing of their own to read
 _DERIVED = {"batch_p2p_comm", "deallocate_pipeline_outputs", "inference_sampling_seed", "config_logger_dir",
             "persist_layer_norm", "bias_activation_fusion"}
+# the fields of Megatron-Bridge's ConfigContainer (src/megatron/bridge/training/config.py, stable from its first
+# releases to 067f987 of 2026-08-22) and the container's own _target_: the top-level keys of a run_config.yaml
+_CONTAINER_FIELDS = frozenset({
+    "_target_", "env_vars", "rng", "rerun_state_machine", "train", "model", "optimizer",
+    "optimizer_config_override_provider", "ddp", "validation", "scheduler", "dataset", "logger", "tokenizer",
+    "checkpoint", "dist", "ft", "straggler", "nvrx_straggler", "profiling", "peft", "comm_overlap", "mixed_precision",
+    "tensor_inspect", "inprocess_restart"})
 # sections that do not change an iteration's time or memory (checkpointing, logging, schedules, data paths)
 _NEUTRAL_SECTIONS = ("checkpoint", "logger", "scheduler", "rng", "validation", "dist", "profiling",
                      "rerun_state_machine", "ft", "straggler", "nvrx_straggler", "inprocess_restart",
@@ -424,6 +431,7 @@ def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> 
         rec.nodes.pop(dest, None)  # the model's node no longer decides it: mixed_precision's does (a recipe name: none)
         if mp_nodes.get(dest):
             rec.nodes[dest] = [(n, False) for n in mp_nodes[dest]]
+            rec.spelled[dest] = (f"mixed_precision.{key}", val)  # a refusal names the key in effect, not the model's
     if not rec.args.get("first_last_layers_bf16"):
         for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
             rec.args.pop(k, None)  # only read with first_last_layers_bf16
@@ -550,10 +558,29 @@ def _read_root(rec: BridgeRecipe, root: yaml.MappingNode, path: str) -> None:
     if unread:
         rec.notes.append(f"{len(unread)} Megatron-Bridge field(s) with no Megatron-LM argument, not read: "
                          + ", ".join(unread[:40]) + (", ..." if len(unread) > 40 else ""))
+    _foreign_sections(rec, root)
     quiet = [s for s in _NEUTRAL_SECTIONS if isinstance(child_node(root, s), yaml.MappingNode)]
     if quiet:
         rec.notes.append(f"sections not read (no effect on an iteration's time or memory; of dist and checkpoint only "
                          f"the FSDP switches and ckpt_format): {', '.join(quiet)}")
+
+
+def _foreign_sections(rec: BridgeRecipe, root: yaml.Node) -> None:
+    """Note each top-level key that is no field of Megatron-Bridge's ``ConfigContainer`` (a misspelt
+    ``mixed_precison:``, a section of another tool): Bridge's ``apply_overrides`` (training/utils/omegaconf_utils.py,
+    Megatron-Bridge 067f987) logs "Key ... not found in config object ... Skipping." and runs without it; so does
+    the projection, said with the nearest section name."""
+    import difflib
+
+    if not isinstance(root, yaml.MappingNode):
+        return
+    for key_node, _ in root.value:
+        key = node_value(key_node) if isinstance(key_node, yaml.ScalarNode) else None
+        if not isinstance(key, str) or key in _CONTAINER_FIELDS:
+            continue
+        near = difflib.get_close_matches(key, sorted(_CONTAINER_FIELDS - {"_target_"}), n=1, cutoff=0.75)
+        rec.notes.append(f"{key}: not a section of Megatron-Bridge's ConfigContainer (Bridge skips it with a "
+                         "warning), not read" + (f"; did you mean {near[0]}?" if near else ""))
 
 
 def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:

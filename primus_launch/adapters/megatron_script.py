@@ -229,6 +229,15 @@ def repeated_notes(occs: list[Occ], launcher: bool = False) -> list[str]:
     return notes(pairs, "torchrun" if launcher else "Megatron-LM")
 
 
+#: names the reader takes from a YAML / Bridge / Primus config (TransformerConfig fields) that no Megatron-LM parser
+#: of core_r0.16.0 / main / dev takes on a command line (it exits 'unrecognized arguments': allow_abbrev=False)
+_YAML_ONLY = {
+    "--virtual-pipeline-model-parallel-size": "not a Megatron-LM command-line flag since 2021 (Megatron-LM dcef906978; "
+    "its parser exits 'unrecognized arguments'); give --num-virtual-stages-per-pipeline-rank N (or "
+    "--num-layers-per-virtual-pipeline-stage)",
+}
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
@@ -243,6 +252,10 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
     a: dict[str, Any] = {}
     for o in occs:
         s = o.spec
+        if o.flag in _YAML_ONLY:  # a TransformerConfig name copied onto a command line
+            given = " ".join(v.text for v in o.vals) if o.vals else True
+            raise PlanError(o.flag, int(given) if isinstance(given, str) and given.isdigit() else given,
+                            _YAML_ONLY[o.flag])
         known = _known(o)
         problem = choice_problem(known, [v.text for v in o.vals if not v.opaque]) if known else None
         if problem is not None:  # --lr-decay-style Cosine: Megatron-LM's parser exits with 'invalid choice'

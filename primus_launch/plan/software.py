@@ -55,6 +55,28 @@ def parse_torchtitan_version(text: str, field: str = "software.torchtitan") -> V
     return _parse_version(text, field, _TITAN_ALLOWED)
 
 
+#: the versions the cost and memory models were written against (the installed stack, module doc)
+MODELLED_TORCH = "2.13"
+MODELLED_TORCHTITAN = "0.3.0"
+
+
+def software_notes(software: "Software", framework: str) -> list[str]:
+    """Notes for versions the models cannot price as stated: a release newer than the modelled stack (torch
+    ``MODELLED_TORCH``, torchtitan ``MODELLED_TORCHTITAN``; its kernels and rules are unknown here, so it is priced
+    as the modelled one) and a torchtitan version on a recipe of another framework (nothing of it is read)."""
+    out = []
+    if software.torch is not None and Version(software.torch).release[:2] > Version(MODELLED_TORCH).release[:2]:
+        out.append(f"software.torch={software.torch!r}: newer than torch {MODELLED_TORCH}, the release the cost "
+                   f"models were written against; priced as torch {MODELLED_TORCH}")
+    if software.torchtitan is not None:
+        if framework != "torchtitan":
+            out.append(f"software.torchtitan={software.torchtitan!r}: not read (a {framework} recipe)")
+        elif Version(software.torchtitan).release > Version(MODELLED_TORCHTITAN).release:
+            out.append(f"software.torchtitan={software.torchtitan!r}: newer than torchtitan {MODELLED_TORCHTITAN}, "
+                       f"the release the reader and models follow; priced as torchtitan {MODELLED_TORCHTITAN}")
+    return out
+
+
 class Software(StrictModel):
     """Versions of the run's software stack (module doc); ``None``: the current stack."""
 
