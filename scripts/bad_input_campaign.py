@@ -1907,18 +1907,18 @@ def robust18_cases() -> list[Case]:
                         ["--project", "b.yaml"] + dry, expect_words=words))
     for tag, old, new, words in (
             ("argv:tokens-per-microbatch", b"--training.local_batch_size 2",
-             b"--training.num_tokens_per_microbatch_per_dp_rank 16384", ("takes training.local_batch_size",)),
+             b"--training.num_tokens_per_microbatch_per_dp_rank 16384", ("0.3.0 calls it training.local_batch_size",)),
             ("argv:max-context", b"--training.local_batch_size 2",
-             b"--training.local_batch_size 2 --training.max_context_length 4096", ("takes training.seq_len",)),
+             b"--training.local_batch_size 2 --training.max_context_length 4096", ("0.3.0 calls it training.seq_len",)),
             ("argv:pp-microbatches", b"--training.local_batch_size 2",
              b"--training.local_batch_size 2 --parallelism.num_pp_microbatches 4",
-             ("takes parallelism.pipeline_parallel_microbatch_size",))):
+             ("0.3.0 calls it parallelism.pipeline_parallel_microbatch_size",))):
         out.append(Case(f"r18:titan-main:{tag}", "value", {"r.sh": BASH_TITAN.replace(old, new, 1)},
                         ["--project", "r.sh"] + dry, expect_refusal=True, expect_words=words))
     for tag, old, new, words in (("toml:max-context", b"seq_len = 8192", b"max_context_length = 8192",
-                                  ("training.max_context_length=8192", "takes training.seq_len")),
+                                  ("training.max_context_length=8192", "0.3.0 calls it training.seq_len")),
                                  ("toml:tokens-per-step", b"local_batch_size = 1", b"num_tokens_per_train_step = 65536",
-                                  ("takes training.global_batch_size",))):
+                                  ("0.3.0 calls it training.global_batch_size",))):
         out.append(Case(f"r18:titan-main:{tag}", "value", {"r.toml": TOML.replace(old, new, 1)},
                         ["--project", "r.toml"] + dry, expect_refusal=True, expect_words=words))
     mx = BASH.replace(b"    --bf16\n", b"    --bf16 --fp8-format hybrid --fp8-recipe mxfp8\n", 1)
