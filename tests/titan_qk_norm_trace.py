@@ -7,10 +7,10 @@ redistribute-to-Replicate output hook at d66b72a6a and 0.3.0) or ``SequenceParal
 SDPA, ``wo``) with SDPA dispatched to ``aten._scaled_dot_product_flash_attention`` -- an H100's kernel, whose
 DTensor sharding strategy decides the layouts -- on a fake world of ``tp`` ranks under ``FakeTensorMode``.
 Prints one JSON line: ``{style: [[phase, op, gathered_or_input_numel], ...]}``, every c10d call of a forward
-and a backward (given a JSON list of shapes: a list of those, one per shape, all traced in this one process --
-each trace builds its own fake group and block); with ``"rope": 1`` the block also runs d66b72a6a's ``apply_rotary_emb`` (cos / sin plain tensors,
+and a backward; with ``"rope": 1`` the block also runs d66b72a6a's ``apply_rotary_emb`` (cos / sin plain tensors,
 under ``implicit_replication``) and the list ends with q's placement and local heads at the RoPE, forward and in
-its gradient."""
+its gradient.  Given a JSON list of shapes: a list of those objects, one per shape, all traced in this one process
+(each trace builds its own fake group and block)."""
 
 from __future__ import annotations
 
