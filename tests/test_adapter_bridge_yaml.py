@@ -271,13 +271,13 @@ def test_tune_to_megatron_fsdp_edits_ddp_checkpoint_and_model():
 
 
 def test_project_dry_run_from_the_command_line():
-    import subprocess
-    import sys
+    """The command line's answer, from the CLI's ``main`` in this process (``tests/cli_run.py``: the same argv,
+    stdout and exit status; no second interpreter)."""
+    from cli_run import run_cli
 
-    r = subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(FIXTURE), "--dry-run"],
-                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "tokens/s/GPU" in r.stdout and "comm_overlap.data_parallel_size=4" in r.stdout
+    rc, out, err, _ = run_cli(["--project", str(FIXTURE), "--dry-run"], Path(__file__).resolve().parents[1])
+    assert rc == 0, err
+    assert "tokens/s/GPU" in out and "comm_overlap.data_parallel_size=4" in out
 
 
 def test_other_model_families_are_refused_by_name(tmp_path):

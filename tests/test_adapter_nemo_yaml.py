@@ -11,8 +11,6 @@ write-back by reading it again.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -248,11 +246,14 @@ def test_tuned_write_back_edits_in_place_and_reads_back(tmp_path):
 
 
 def test_project_dry_run_from_the_command_line(tmp_path):
+    """The command line's answer, from the CLI's ``main`` in this process (``tests/cli_run.py``: the same argv,
+    stdout and exit status; no second interpreter)."""
+    from cli_run import run_cli
+
     p = _write(tmp_path, CONFIG)
-    r = subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(p), "--dry-run"],
-                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "tokens/s/GPU" in r.stdout and "2 x 8" in r.stdout
+    rc, out, err, _ = run_cli(["--project", str(p), "--dry-run"], Path(__file__).resolve().parents[1])
+    assert rc == 0, err
+    assert "tokens/s/GPU" in out and "2 x 8" in out
 
 
 def test_tuner_searches_only_what_nemo1_can_write(tmp_path):

@@ -456,13 +456,14 @@ def test_titan_writer_adds_missing_sections(primus):
 
 
 def test_cli_contract(primus, tmp_path):
+    from cli_run import run_cli  # the answers of runs that succeed: the CLI's main in this process
+
     exp = _meg(primus)
-    r = subprocess.run([PRIMUS, "--project", str(exp), "--dry-run", "--json"], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    rc, out, err, _ = run_cli(["--project", str(exp), "--dry-run", "--json"], tmp_path)
+    assert rc == 0, err
+    d = json.loads(out)
     assert d["plan"]["source"]["format"] == "primus-yaml"
-    assert any(ln.startswith("primus-launch: note: cluster.gpu=mi355x") for ln in r.stderr.splitlines())
+    assert any(ln.startswith("primus-launch: note: cluster.gpu=mi355x") for ln in err.splitlines())
     outside = tmp_path / "exp.yaml"
     shutil.copy(exp, outside)
     r = subprocess.run([PRIMUS, "--project", str(outside), "--dry-run"], capture_output=True, text=True, timeout=120)
@@ -470,10 +471,10 @@ def test_cli_contract(primus, tmp_path):
     wrapper = tmp_path / "job.toml"
     wrapper.write_text(f'[recipe]\npath = "exp.yaml"\nprimus_root = "{primus}"\n[cluster]\ngpu = "mi300x"\n'
                        'nodes = 2\ngpus_per_node = 8\n')
-    r = subprocess.run([PRIMUS, "--project", str(wrapper), "--dry-run", "--json", "--primus-root", str(primus)],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["plan"]["cluster"]["num_nodes"] == 2
+    rc, out, err, _ = run_cli(["--project", str(wrapper), "--dry-run", "--json", "--primus-root", str(primus)],
+                              tmp_path)
+    assert rc == 0, err
+    assert json.loads(out)["plan"]["cluster"]["num_nodes"] == 2
 
 
 # ----- an experiment that is only an ``extends:`` chain (Primus's llama3_8B-BF16-lora-sft.yaml form) ----

@@ -173,22 +173,24 @@ def test_cli_contract_for_launch_lines_and_scripts(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--config='nope'" in bad.stderr
     # a not-modelled override: one stderr line, and in the JSON warnings
-    ok = subprocess.run([exe, "--project", "--dry-run", "--json", "--", *TORCHRUN, "--module", "llama3", "--config",
-                         "llama3_8b", "--optimizer.implementation", "foreach"], capture_output=True, text=True,
-                        timeout=120)
-    assert ok.returncode == 0, ok.stderr
-    assert any(w["flag"] == "--optimizer.implementation" for w in json.loads(ok.stdout)["warnings"])
-    assert "primus-launch: warning: --optimizer.implementation=foreach: not modelled" in ok.stderr
+    # the answers of runs that succeed: the CLI's main in this process (tests/cli_run.py; the exit status above is
+    # the process's)
+    from cli_run import run_cli
+
+    rc, ok_out, ok_err, _ = run_cli(["--project", "--dry-run", "--json", "--", *TORCHRUN, "--module", "llama3",
+                                     "--config", "llama3_8b", "--optimizer.implementation", "foreach"], tmp_path)
+    assert rc == 0, ok_err
+    assert any(w["flag"] == "--optimizer.implementation" for w in json.loads(ok_out)["warnings"])
+    assert "primus-launch: warning: --optimizer.implementation=foreach: not modelled" in ok_err
     script = tmp_path / "run.sh"
     shutil.copy(root / "recipes/torchtitan/llama3_8b_launch.sh", script)
-    tuned = subprocess.run([exe, "--tune", str(script), "--dry-run", "--json", "--budget", "20"],
-                           capture_output=True, text=True, timeout=300)
-    assert tuned.returncode == 0, tuned.stderr[-1500:]
-    out = Path(json.loads(tuned.stdout)["tuned_recipe"])
+    rc, tuned_out, tuned_err, _ = run_cli(["--tune", str(script), "--dry-run", "--json", "--budget", "20"], tmp_path)
+    assert rc == 0, tuned_err[-1500:]
+    out = Path(json.loads(tuned_out)["tuned_recipe"])
     assert out.name == "run.tuned.sh" and out.stat().st_mode & 0o111
     from primus_launch.adapters import load_recipe
 
-    best = json.loads(tuned.stdout)["best_plan"]
+    best = json.loads(tuned_out)["best_plan"]
     back = load_recipe(out)
     assert back.parallel.model_dump() == best["parallel"]
 

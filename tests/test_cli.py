@@ -1,11 +1,19 @@
-"""The CLI contract of issue 2: --json keys, overrides, and one-line errors with exit 2."""
+"""The CLI contract of issue 2: --json keys, overrides, and one-line errors with exit 2.
+
+The exit statuses (errors, the passthrough) and ``--gpu-file`` (a spec swapped under a GPU's name, which the
+cost functions cache by name) are read from a ``python -m primus_launch`` process; the answers of runs that
+succeed from the CLI's ``main`` in this process (``in_process``: the same argv, stdout and stderr; a fresh
+interpreter per answer would only repeat the imports)."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
@@ -14,6 +22,12 @@ RECIPES = ROOT / "recipes"
 def cli(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "primus_launch", *map(str, args)], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
+
+
+def in_process(*args, cwd=ROOT):
+    """:func:`cli`'s answer from ``primus_launch.cli.main`` in this process (``tests/cli_run.py``)."""
+    rc, out, err, _ = run_cli([str(a) for a in args], cwd)
+    return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
 
 
 def one_error_line(proc) -> str:
@@ -26,7 +40,7 @@ def one_error_line(proc) -> str:
 
 
 def test_json_contract_on_wrapper_recipe():
-    p = cli("--project", RECIPES / "llama3.1_70b_h100_1024gpu.primus.toml", "--dry-run", "--json")
+    p = in_process("--project", RECIPES / "llama3.1_70b_h100_1024gpu.primus.toml", "--dry-run", "--json")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)  # exactly one JSON object on stdout
     for k in ("iteration_time_s", "tokens_per_sec_per_gpu", "model_tflops_per_gpu", "mfu", "num_gpus", "memory", "plan"):
@@ -41,7 +55,7 @@ def test_json_contract_on_wrapper_recipe():
 
 
 def test_cli_flags_override_recipe_cluster():
-    p = cli("--project", RECIPES / "megatron" / "llama3.1_8b.sh", "--dry-run", "--json",
+    p = in_process("--project", RECIPES / "megatron" / "llama3.1_8b.sh", "--dry-run", "--json",
             "--gpu", "mi300x", "--nodes", "2", "--gpus-per-node", "8")
     assert p.returncode == 0, p.stderr
     c = json.loads(p.stdout)["plan"]["cluster"]
@@ -49,11 +63,11 @@ def test_cli_flags_override_recipe_cluster():
 
 
 def test_text_table():
-    p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run")
+    p = in_process("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run")
     assert p.returncode == 0, p.stderr
     for word in ("iteration time", "tokens/s/GPU", "MFU", "memory", "compute"):
         assert word in p.stdout
-    full = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--explain")
+    full = in_process("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--explain")
     assert full.returncode == 0 and "bubble" in full.stdout  # every time component, zero ones included
 
 
@@ -105,7 +119,8 @@ def test_tune_refuses_to_write_over_the_recipe_before_searching(tmp_path):
 def test_partial_cluster_override_rereads_torchtitan_semantics():
     """TorchTitan's global batch is local_batch_size x DP when the TOML leaves it at -1 (the
     default), so 6 GPUs of the 8B job (local batch 1) give a global batch of 6."""
-    p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--json", "--gpus-per-node", "6")
+    p = in_process("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--json",
+                   "--gpus-per-node", "6")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["num_gpus"] == 6 and d["plan"]["training"]["global_batch_size"] == 6
@@ -117,7 +132,7 @@ def test_tune_ends_with_a_certificate_in_text_json_and_log(tmp_path):
     --max-work is one line, exit 2."""
     recipe = RECIPES / "megatron" / "tiny_gpt_cpu.sh"
     out = tmp_path / "t.sh"
-    p = cli("--tune", recipe, "--dry-run", "--out", out)
+    p = in_process("--tune", recipe, "--dry-run", "--out", out)
     assert p.returncode == 0, p.stderr
     said = " ".join(p.stdout.split())  # the text answer wraps at 80 columns
     assert "best of all" in said and "scored, the rest bounded out" in said
@@ -125,7 +140,7 @@ def test_tune_ends_with_a_certificate_in_text_json_and_log(tmp_path):
     c = log["certificate"]
     assert c["certified"] and c["scored"] + c["bounded_time"] + c["bounded_memory"] == c["plans"]
     assert c["text"].startswith(f"best of all {c['plans']:,} legal plans ({c['scored']:,} scored")
-    p = cli("--tune", recipe, "--dry-run", "--json", "--out", tmp_path / "u.sh")
+    p = in_process("--tune", recipe, "--dry-run", "--json", "--out", tmp_path / "u.sh")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["certificate"] == c
     assert "--max-work" in one_error_line(cli("--tune", recipe, "--dry-run", "--max-work", "0"))

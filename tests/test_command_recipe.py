@@ -140,11 +140,12 @@ def test_torchtitan_without_torchrun_uses_the_header_cluster(tmp_path):
 
 def test_cli_tune_from_command_prints_a_tuned_command_that_reads_back(tmp_path):
     """``primus-launch --tune --dry-run --json -- torchrun ...``: the tuned command re-reads as the best plan."""
+    from cli_run import run_cli
+
     cmd = _tiny_command()
-    r = subprocess.run([PRIMUS, "--tune", "--dry-run", "--json", "--", *cmd], capture_output=True, text=True,
-                       timeout=300, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    d = json.loads(r.stdout)
+    rc, out, err, _ = run_cli(["--tune", "--dry-run", "--json", "--", *cmd], tmp_path)  # main in this process
+    assert rc == 0, err[-2000:]
+    d = json.loads(out)
     tuned_cmd = d["tuned_command"]
     assert tuned_cmd[:8] == cmd[:8]  # same launcher and program
     best = plan_from_command(tuned_cmd)

@@ -517,16 +517,24 @@ def _cli(tmp_path, cache, *extra, script_text: str = _TIED_SCRIPT):
                              "cpu", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def test_cli_tied_recipe_with_unwritable_cache_warns_once(tmp_path):
+@pytest.mark.usefixtures("no_fake_world")
+def test_cli_tied_recipe_with_unwritable_cache_warns_once(tmp_path, monkeypatch):
     """The issue's repro (2 layers, vocab 1024, tied): projected from measured pieces; a cache
-    directory that cannot be created gives one warning naming PRIMUS_LAUNCH_CACHE, exit 0."""
+    directory that cannot be created gives one warning naming PRIMUS_LAUNCH_CACHE, exit 0.  The CLI's
+    ``main`` in this process (``tests/cli_run.py``): what is checked is its answer, not the process boundary
+    (the signal tests below run ``python -m primus_launch``), and a fresh interpreter would pay torch's and
+    megatron-core's imports again."""
     import json
+
+    from cli_run import run_cli
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    pr = _cli(tmp_path, blocker / "cache", "--json")
-    out, err = pr.communicate(timeout=300)
-    assert pr.returncode == 0, err[-2000:]
+    (tmp_path / "tied.sh").write_text(_TIED_SCRIPT)
+    for k, v in dict(PRIMUS_LAUNCH_CACHE=str(blocker / "cache"), PRIMUS_LAUNCH_MEASURE_POLICY=QUICK).items():
+        monkeypatch.setenv(k, v)
+    rc, out, err, _ = run_cli(["--project", "tied.sh", "--measure-device", "cpu", "--json"], tmp_path)
+    assert rc == 0, err[-2000:]
     lines = [ln for ln in err.splitlines() if "PRIMUS_LAUNCH_CACHE" in ln]
     assert len(lines) == 1 and lines[0].startswith("primus-launch: warning:"), err[-2000:]
     res = json.loads(out)

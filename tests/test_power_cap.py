@@ -126,9 +126,12 @@ def test_cli_power_limit_flag():
         return subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(recipe), "--dry-run", "--gpu",
                                "b200", *extra], capture_output=True, text=True, cwd=root, timeout=300)
 
-    capped = cli("--json", "--power-limit-w", "750")
-    assert capped.returncode == 0, capped.stderr
-    d = json.loads(capped.stdout)
+    from cli_run import run_cli  # the answer of the run that succeeds: the CLI's main in this process
+
+    rc, out, err, _ = run_cli(["--project", str(recipe), "--dry-run", "--gpu", "b200", "--json", "--power-limit-w",
+                               "750"], root)
+    assert rc == 0, err
+    d = json.loads(out)
     assert d["plan"]["cluster"]["power_limit_w"] == 750 and d["plan"]["cluster"]["gpu"] == "b200"
     assert any(n.startswith("power cap 750 W of the rated 1000 W") for n in d["notes"])
     bad = cli("--power-limit-w", "-5")

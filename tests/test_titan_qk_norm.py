@@ -33,15 +33,25 @@ def _plan(tp: int, b: int, s: int, h: int, nq: int, nkv: int, d: int, titan: str
     })
 
 
+ROPE_CASE = {**SHAPES[2], "rope": 1}
+
+
 @pytest.fixture(scope="module")
-def traces() -> dict[int, dict[str, list]]:
+def all_traces() -> dict:
+    """Every trace of this file -- each TP shape, and TP 2 with the RoPE -- in ONE fresh interpreter (each trace
+    builds its own fake group and block; one import of torch and torchtitan for all three)."""
     script = Path(__file__).with_name("titan_qk_norm_trace.py")
-    out = {}
-    for tp, kw in SHAPES.items():
-        r = subprocess.run([sys.executable, str(script), json.dumps(kw)], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-        out[tp] = json.loads(r.stdout.strip().splitlines()[-1])
-    return out
+    cases = [*SHAPES.values(), ROPE_CASE]
+    r = subprocess.run([sys.executable, str(script), json.dumps(cases)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(got) == len(cases)
+    return {**dict(zip(SHAPES, got)), "rope": got[-1]}
+
+
+@pytest.fixture(scope="module")
+def traces(all_traces) -> dict[int, dict[str, list]]:
+    return {tp: all_traces[tp] for tp in SHAPES}
 
 
 @pytest.mark.parametrize("tp", sorted(SHAPES))
@@ -77,17 +87,13 @@ def test_wrapper_reads_torchtitan(tmp_path):
         primus_toml.read_wrapper(w)
 
 
-def test_rope_runs_on_replicated_q_forward_and_sharded_backward():
+def test_rope_runs_on_replicated_q_forward_and_sharded_backward(all_traces):
     """The trace's q at the RoPE (d66b72a6a's ``apply_rotary_emb``): all heads forward under ``NoParallel``, the
     rank's heads in its gradient (and both ways under PR #1870's plan); the cost model's RoPE record moves the
     forward bytes of ``nq + nkv`` heads and the backward bytes of ``(nq + nkv) / t``."""
     from primus_launch.projection.cost.roofline import layer_op_times
 
-    kw = {**SHAPES[2], "rope": 1}
-    r = subprocess.run([sys.executable, str(Path(__file__).with_name("titan_qk_norm_trace.py")), json.dumps(kw)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = all_traces["rope"]
     tp, nq = SHAPES[2]["tp"], SHAPES[2]["nq"]
     places = {st: {c[1]: (c[2], c[3][2]) for c in out[st] if c[1].startswith("rope_in")} for st in out}
     assert places["noparallel"] == {"rope_in_q": ("R", nq), "rope_in_q_grad": ("S(2)", nq // tp)}

@@ -9,7 +9,8 @@ DTensor sharding strategy decides the layouts -- on a fake world of ``tp`` ranks
 Prints one JSON line: ``{style: [[phase, op, gathered_or_input_numel], ...]}``, every c10d call of a forward
 and a backward; with ``"rope": 1`` the block also runs d66b72a6a's ``apply_rotary_emb`` (cos / sin plain tensors,
 under ``implicit_replication``) and the list ends with q's placement and local heads at the RoPE, forward and in
-its gradient."""
+its gradient.  Given a JSON list of shapes: a list of those objects, one per shape, all traced in this one process
+(each trace builds its own fake group and block)."""
 
 from __future__ import annotations
 
@@ -131,11 +132,18 @@ def trace(style: str, tp: int, b: int, s: int, h: int, nq: int, nkv: int, d: int
     return log.calls
 
 
-if __name__ == "__main__":
-    kw = json.loads(sys.argv[1])
+def run(kw: dict) -> dict[str, list]:
+    """Both styles for one shape (``kw``: the :func:`trace` arguments, ``"rope": 1`` to run the RoPE too)."""
+    global ROPE
+    kw = dict(kw)
     ROPE = bool(kw.pop("rope", False))
     out = {}
     for st in ("noparallel", "seqpar"):
         PLACES.clear()
         out[st] = trace(st, **kw) + [list(p) for p in PLACES]
-    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    arg = json.loads(sys.argv[1])   # one shape, or a list of shapes traced one after another in this process
+    print(json.dumps([run(kw) for kw in arg] if isinstance(arg, list) else run(arg)))
