@@ -146,8 +146,10 @@ def test_megatron_defaults_the_reader_must_set(tmp_path):
     """Megatron defaults that differ from the plan's: dropout 0.1, grouped GEMM off, allgather dispatcher,
     non-gated GeLU."""
     text = MOE_RECIPE
+    # (the EP overlap and delayed wgrad go too: megatron-core refuses the overlap with the allgather dispatcher)
     for key in ("attention_dropout", "hidden_dropout", "moe_grouped_gemm", "moe_permute_fusion",
-                "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "swiglu"):
+                "moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "swiglu",
+                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute"):
         text = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith(key + ":")) + "\n"
     plan = load_megatron(_write(tmp_path, "x.yaml", text), Cluster(num_nodes=2, gpus_per_node=8))
     m, t = plan.model, plan.training

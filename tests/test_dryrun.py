@@ -373,9 +373,12 @@ def test_cp_comm_types_and_ep_overlap():
     ag = cp_layer_comm(p.with_changes(parallel={"cp_comm_type": "allgather"}), h100, lay)
     assert ring[0] > 0 and a2a[0] > 0 and ag[0] > 0 and ag[1] > ag[0]
     assert project_dry_run(p.with_changes(parallel={"cp_comm_type": "a2a+p2p"})).warnings  # priced as p2p: says so
-    moe = Plan(model=DSV3, parallel=Parallelism(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14,
-                                                pipeline_layers_last_stage=15, dp_sharding="optimizer"),
-               training=Training(global_batch_size=512), cluster=Cluster(gpu="h100-sxm", num_nodes=32))
+    # PP 4 with a virtual pipeline: megatron-core asserts one for the EP overlap at PP > 1 (the 61 layers as
+    # 8 / 8 / 8 / 8 | 8 / 7 / 7 / 7 per chunk, a Megatron layout string)
+    moe = Plan(model=DSV3, parallel=Parallelism(tp=1, pp=4, vpp=2, ep=64, pipeline_layout="Et*8|t*8|t*8|t*8|t*8|t*7|t*7|t*7L",
+                                                dp_sharding="optimizer"),
+               training=Training(global_batch_size=512, pipeline_schedule="interleaved_1f1b"),
+               cluster=Cluster(gpu="h100-sxm", num_nodes=32))
     e0 = project_dry_run(moe).time_breakdown["ep_comm"]
     e1 = project_dry_run(moe.with_changes(training={"overlap_moe_expert_parallel_comm": True})).time_breakdown["ep_comm"]
     e2 = project_dry_run(moe.with_changes(training={"moe_shared_expert_overlap": True})).time_breakdown["ep_comm"]

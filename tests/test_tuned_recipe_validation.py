@@ -71,7 +71,9 @@ def test_tensor_parallel_before_blackwell_needs_one_connection():
     assert megatron_env_problems(tp1, {}, "hopper") == []
     moe = _plan("megatron/mixtral_8x22b.sh")
     assert moe.parallel.tp > 1 and _vars(megatron_env_problems(moe, {}, "hopper"))
-    overlap = moe.with_changes(training=dict(overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True))
+    # (at PP 4 with a virtual pipeline: megatron-core's TransformerConfig asserts one for the overlap)
+    overlap = moe.with_changes(parallel=dict(vpp=2), training=dict(
+        overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True, pipeline_schedule="interleaved_1f1b"))
     assert megatron_env_problems(overlap, {}, "hopper") == []  # only a warning there
 
 

@@ -284,6 +284,8 @@ FIELD_FLAGS = {
     "training.recompute.num_layers": "--recompute-num-layers",
     "training.recompute.modules": "--recompute-modules",
     "training.pipeline_schedule": "--num-layers-per-virtual-pipeline-stage",
+    "training.overlap_moe_expert_parallel_comm": "--overlap-moe-expert-parallel-comm",
+    "training.delay_wgrad_compute": "--delay-wgrad-compute",
     "training.cuda_graph_scope": "--cuda-graph-scope", "training.cuda_graph_warmup_steps": "--cuda-graph-warmup-steps",
     "training.offload.activation_layers": "--cpu-offloading-num-layers",
     "training.offload.activation_modules": "--offload-modules",

@@ -3,7 +3,8 @@ in the pipeline (:mod:`.layout`; TorchTitan's own split: :mod:`.torchtitan_split
 (:mod:`.legality`)."""
 
 from primus_launch.plan.layout import Chunk, chunk_layout, format_layout, parse_layout, virtual_stages
-from primus_launch.plan.legality import check_plan, framework_problems, legality_problems, torchtitan_problems
+from primus_launch.plan.legality import (check_plan, ep_overlap_problems, framework_problems, legality_problems,
+                                         torchtitan_problems)
 from primus_launch.plan.schema import Plan
 from primus_launch.plan.software import Software, parse_torch_version, parse_torchtitan_version
 from primus_launch.plan.sections import (
@@ -35,6 +36,6 @@ __all__ = [
     "ATTENTION_RECOMPUTE_MODULES", "CUDA_GRAPH_SCOPES", "GPU_NAMES", "OFFLOAD_MODULES", "RECOMPUTE_MODULES", "Chunk", "Cluster", "DPSharding",
     "Fp8Recipe", "Framework", "ModelArch", "Offload", "Parallelism", "PipelineSchedule", "Plan", "PlanError",
     "Precision", "Recompute", "RecomputeGranularity", "RecomputeMethod", "STATE_DTYPE_BYTES", "Software", "Source", "Training", "UnmodelledFlag",
-    "check_plan", "chunk_layout", "format_layout", "framework_problems", "legality_problems", "parse_layout", "parse_torch_version", "parse_torchtitan_version",
+    "check_plan", "chunk_layout", "ep_overlap_problems", "format_layout", "framework_problems", "legality_problems", "parse_layout", "parse_torch_version", "parse_torchtitan_version",
     "torchtitan_problems", "virtual_stages",
 ]

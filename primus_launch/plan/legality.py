@@ -46,6 +46,7 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     out += _moe_problems(plan)
     out += _pipeline_problems(plan)
     out += _precision_and_overlap_problems(plan, dp)
+    out += ep_overlap_problems(plan)
     out += _recompute_problems(plan)
     out += _named_choice_problems(plan)
     out += _batch_problems(plan, dp)
@@ -234,6 +235,44 @@ def _precision_and_overlap_problems(plan: PlanSections, dp: int) -> list[Problem
                         + (f" and expert dp={edp}" if m.is_moe else "")))
     elif p.dp_replicate > 1 and dp % p.dp_replicate:
         out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
+    return out
+
+
+def ep_overlap_problems(plan: PlanSections) -> list[Problem]:
+    """Megatron-Core's asserts on the EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``) and the
+    delayed wgrad (``--delay-wgrad-compute``) that hold in every version the readers take: megatron-core
+    ``TransformerConfig.__post_init__`` at core_v0.16.1 and at Megatron-LM main d98e8a64dd (2026-08) alike --
+    a virtual pipeline when PP > 1 ("If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be
+    specified when pipeline_model_parallel_size > 1"), EP > 1, the alltoall or flex dispatcher, no full
+    recompute, a BF16 / FP16 model, no shared-expert overlap, at most one MTP layer; the delayed wgrad only
+    with the overlap.  Megatron-LM, Primus and Megatron-Bridge all build that TransformerConfig, so a recipe
+    breaking one never starts.  (The rules that changed between those versions -- CUDA graph scopes, MTP with
+    PP 1 -- stay in the tuner's ``rules.knob_problems``, which keeps its space inside both.)"""
+    if plan.framework != "megatron":
+        return []
+    m, p, t = plan.model, plan.parallel, plan.training
+    out: list[Problem] = []
+    if t.overlap_moe_expert_parallel_comm:
+        why = None
+        if not m.is_moe or p.ep <= 1:
+            why = "needs expert parallelism (ep > 1)"
+        elif p.pp > 1 and p.vpp == 1:
+            why = (f"needs a virtual pipeline when pp > 1 (pp={p.pp}: --num-virtual-stages-per-pipeline-rank or "
+                   "--num-layers-per-virtual-pipeline-stage; megatron-core TransformerConfig asserts it)")
+        elif t.moe_token_dispatcher == "allgather":
+            why = "needs the alltoall or flex (deepep/hybridep) dispatcher"
+        elif t.recompute.granularity == "full":
+            why = "not with full recompute"
+        elif t.precision == "fp32":
+            why = "needs a bf16/fp16 model"
+        elif t.moe_shared_expert_overlap:
+            why = "not with moe_shared_expert_overlap"
+        elif m.mtp_num_layers > 1:
+            why = "at most one MTP layer"
+        if why:
+            out.append(("training.overlap_moe_expert_parallel_comm", True, why))
+    if t.delay_wgrad_compute and not t.overlap_moe_expert_parallel_comm:
+        out.append(("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm"))
     return out
 
 

@@ -12,10 +12,11 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
 - ``megatron/core/transformer/transformer_config.py`` ``__post_init__``: recompute modules
   (``moe_act`` needs grouped GEMM, ``mla_up_proj`` needs MLA, ``shared_experts`` not with
   ``moe_shared_expert_overlap``, ``moe_act``/``layernorm`` not with FP8 delayed scaling);
-  ``overlap_moe_expert_parallel_comm`` (EP > 1, alltoall or flex dispatcher, no full recompute,
-  BF16/FP16 model, no shared-expert overlap, at most one MTP layer and PP > 1 with it, a virtual
-  pipeline when PP > 1, CUDA graphs only ``transformer_engine`` without ``moe``/``mlp`` scopes);
-  ``delay_wgrad_compute`` needs ``overlap_moe_expert_parallel_comm``; CUDA graph scopes (no
+  ``overlap_moe_expert_parallel_comm`` (PP > 1 with its one MTP layer, CUDA graphs only
+  ``transformer_engine`` without ``moe``/``mlp`` scopes: core_v0.16.1's, relaxed later; the rules every
+  version asserts -- EP > 1, the dispatcher, no full recompute, BF16/FP16, no shared-expert overlap, one MTP
+  layer at most, a virtual pipeline when PP > 1, ``delay_wgrad_compute`` only with the overlap -- are the
+  plan's own, ``plan/legality.py`` ``ep_overlap_problems``, so a recipe breaking them is refused); CUDA graph scopes (no
   ``full_iteration`` with ``transformer_engine``,
   ``moe`` scope and whole MoE layers only with drop-padding MoE (``training.moe_expert_capacity_factor`` +
   ``moe_pad_expert_input_to_capacity``),
@@ -58,6 +59,8 @@ default recipe, delayed scaling, is searched as ``fp8_recipe=None`` (no flag).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from primus_launch.plan import ep_overlap_problems
 
 if TYPE_CHECKING:
     from primus_launch.plan import Plan
@@ -234,29 +237,19 @@ def _ep_overlap_problems(plan: "Plan") -> list[Problem]:
     m, p, t = plan.model, plan.parallel, plan.training
     r, o = t.recompute, t.offload
     out: list[Problem] = []
-    if t.overlap_moe_expert_parallel_comm:
+    # the version-stable asserts (EP > 1, a virtual pipeline, the dispatcher, no full recompute, BF16 / FP16, no
+    # shared-expert overlap, one MTP layer at most, the delayed wgrad only with the overlap) are the plan's own
+    # (plan/legality.py ep_overlap_problems): every candidate is checked with legality_problems too.  Here the
+    # ones core_v0.16.1 asserts and later versions relaxed, so the space stays inside both:
+    if t.overlap_moe_expert_parallel_comm and not ep_overlap_problems(plan):
         why = None
-        if not m.is_moe or p.ep <= 1:
-            why = "needs expert parallelism (ep > 1)"
-        elif t.moe_token_dispatcher == "allgather":
-            why = "needs the alltoall or flex (deepep/hybridep) dispatcher"
-        elif r.granularity == "full":
-            why = "not with full recompute"
-        elif t.precision == "fp32":
-            why = "needs a bf16/fp16 model"
-        elif t.moe_shared_expert_overlap:
-            why = "not with moe_shared_expert_overlap"
-        elif m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and p.pp == 1):
+        if m.mtp_num_layers == 1 and p.pp == 1:
             why = "at most one MTP layer, and then pp > 1"
-        elif p.pp > 1 and p.vpp == 1:
-            why = "needs a virtual pipeline (vpp > 1) when pp > 1"
         elif t.cuda_graph_impl == "local" or (t.cuda_graph_impl == "transformer_engine"
                                                and {"moe", "mlp"} & set(t.cuda_graph_scope)):
             why = "CUDA graphs only transformer_engine without moe/mlp scopes"
         if why:
             out.append(("training.overlap_moe_expert_parallel_comm", True, why))
-    if t.delay_wgrad_compute and not t.overlap_moe_expert_parallel_comm:
-        out.append(("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm"))
     # --- Transformer Engine layers (megatron/training/arguments.py validate_args, d98e8a64dd)
     if local_layers(plan) and t.delay_wgrad_compute:
         out.append(("training.delay_wgrad_compute", True, "needs transformer_impl transformer_engine (local layers)"))
