@@ -71,7 +71,7 @@ def tt_moe(tmp_path_factory):
 
 def _trace(torch, moe, score_before: bool, top_k: int, T: int = 256, h: int = 64, E: int = 4):
     """(forward bytes, backward bytes, forward kernels, backward kernels) of the glue, [*, h] operands only."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from aten_row_bytes import NO_BYTES, RowBytes
 
     torch.manual_seed(0)
     args = moe.MoEArgs(num_experts=E, num_shared_experts=1, top_k=top_k, score_before_experts=score_before,
@@ -89,45 +89,18 @@ def _trace(torch, moe, score_before: bool, top_k: int, T: int = 256, h: int = 64
     layer.shared_experts.forward = lambda *a: shared
     moe._run_experts_grouped_mm = lambda w1, w2, w3, x, n: x.clone()   # compiled in v0.2: not glue
     x = torch.randn(1, T, h, dtype=torch.bfloat16, requires_grad=True)
-    rec: dict[str, list] = {"f": [], "b": []}
-    phase = ["f"]
+    # [*, h]-sized operands (routed or token rows); indices and scores are not counted; allocations write only
+    # what they initialise (zeros), nothing for empty; an in-place op's output is its first input
+    rec_mode = RowBytes(T * h // 8, NO_BYTES + ("aten::squeeze", "aten::unsqueeze", "aten::permute"))
+    rec = rec_mode.rec
 
-    factory = ("aten::zeros", "aten::new_zeros", "aten::zeros_like", "aten::new_empty", "aten::new_empty_strided",
-               "aten::empty", "aten::empty_like", "aten::empty_strided")
-    views = ("aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::slice", "aten::alias",
-             "aten::t", "aten::transpose", "aten::squeeze", "aten::unsqueeze", "aten::detach", "aten::as_strided",
-             "aten::select", "aten::permute")
-    small = T * h // 8   # [*, h]-sized operands (routed or token rows); indices and scores are not counted
-
-    def nbytes(ts):
-        return sum(t.numel() * t.element_size() for t in ts if t.is_floating_point() and t.numel() >= small)
-
-    class Rec(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types_, a=(), kw=None):
-            out = func(*a, **(kw or {}))
-            name = func._schema.name
-            if name in views:
-                return out
-            ins = [t for t in torch.utils._pytree.tree_leaves((a, kw)) if isinstance(t, torch.Tensor)]
-            outs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-            # allocations write only what they initialise (zeros), nothing for empty; an in-place op's output is
-            # its first input
-            if name in factory:
-                n = nbytes(outs) if "zeros" in name else 0
-            else:
-                own = {t.data_ptr() for t in ins}
-                n = nbytes(ins) + nbytes([t for t in outs if t.data_ptr() not in own])
-            if n:
-                rec[phase[0]].append((name, n))
-            return out
-
-    with Rec():
+    with rec_mode:
         y = layer(x)
-        phase[0] = "b"
+        rec_mode.phase = "bwd"
         y.backward(torch.ones_like(y))
     # the stand-in's clone (read + write 2 B per routed element) is the experts', not the glue's
-    fwd = [r for r in rec["f"] if r[0] != "aten::clone"]
-    bwd = [r for r in rec["b"] if r[0] not in ("aten::ones_like", "aten::fill_")]
+    fwd = [r for r in rec["fwd"] if r[0] != "aten::clone"]
+    bwd = [r for r in rec["bwd"] if r[0] not in ("aten::ones_like", "aten::fill_")]
     return (sum(b for _, b in fwd), sum(b for _, b in bwd), len(fwd), len(bwd), T * top_k, T, h)
 
 

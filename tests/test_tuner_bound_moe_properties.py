@@ -23,15 +23,11 @@ from primus_launch.plan.normal_form import titan_shard_degree
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.tuner.exact_bound import exact_bound
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
+from tune_lines import TITAN_QWEN3_MOE_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-9
-TITAN_LINE = ["torchrun", "--nnodes", "2", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", "qwen3",
-              "--config", "qwen3_30b_a3b", "--parallelism.expert_parallel_degree", "2",
-              "--parallelism.tensor_parallel_degree", "4", "--training.disable_cuda_graphs",
-              "--parallelism.pipeline_parallel_degree", "2", "--parallelism.pipeline_parallel_schedule",
-              "Interleaved1F1B", "--training.local-batch-size=1", "--training.global_batch_size", "64",
-              "activation-checkpoint:none"]
+TITAN_LINE = TITAN_QWEN3_MOE_LINE
 MEGATRON_RECIPE = "recipes/megatron/mixtral_8x22b.sh"
 
 

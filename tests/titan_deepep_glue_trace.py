@@ -23,6 +23,7 @@ import sys
 import types
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from aten_row_bytes import NO_BYTES, RowBytes  # noqa: E402
 from titan_ep_pr2107_trace import source  # noqa: E402
 
 T, K, H, E = 256, 4, 256, 8
@@ -33,8 +34,6 @@ def trace(score_before: bool) -> dict:
     if src is None:
         return {"skip": "torchtitan 36a4b6942 deepep.py not available from the mirror"}
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
 
     class Buffer:   # one rank: every token stays, once
         group = None
@@ -71,36 +70,15 @@ def trace(score_before: bool) -> dict:
     x = torch.randn(T, H, dtype=torch.bfloat16, requires_grad=True)
     idx = torch.stack([torch.randperm(E)[:K] for _ in range(T)])
     scores = torch.rand(T, K, dtype=torch.float32, requires_grad=True)
-    rec: dict[str, list] = {"fwd": [], "bwd": []}
-    phase = ["fwd"]
-    skip = ("aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::slice", "aten::alias",
-            "aten::detach", "aten::as_strided", "aten::select", "aten::t", "aten::transpose", "aten::empty",
-            "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::empty_strided",
-            "aten::unsqueeze", "aten::squeeze")
-    small = T * H // 8
+    rec_mode = RowBytes(T * H // 8, NO_BYTES + ("aten::unsqueeze", "aten::squeeze"),
+                        hook=lambda name, phase: name.startswith("deepep::"))
+    rec = rec_mode.rec
 
-    def nbytes(ts):
-        return sum(t.numel() * t.element_size() for t in ts if t.is_floating_point() and t.numel() >= small)
-
-    class Rec(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types_, a=(), kw=None):
-            out = func(*a, **(kw or {}))
-            name = func._schema.name
-            if name in skip or name.startswith("deepep::"):
-                return out
-            ins = [t for t in tree_leaves((a, kw)) if isinstance(t, torch.Tensor)]
-            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-            own = {t.data_ptr() for t in ins}
-            n = nbytes(outs) if "zeros" in name else nbytes(ins) + nbytes([t for t in outs if t.data_ptr() not in own])
-            if n:
-                rec[phase[0]].append((name, n))
-            return out
-
-    with Rec():
+    with rec_mode:
         hs, _, state = mod.dispatch_tokens(x, idx, scores, E, E, None, score_before_experts=score_before)
         y = hs.clone()   # the experts' stand-in (not recorded below)
         out = mod.combine_tokens(y, state)
-        phase[0] = "bwd"
+        rec_mode.phase = "bwd"
         out.backward(torch.ones_like(out))
     fwd = [r for r in rec["fwd"] if r[0] != "aten::clone"]
     bwd = [r for r in rec["bwd"] if r[0] not in ("aten::ones_like", "aten::fill_", "aten::clone")]

@@ -51,8 +51,9 @@ def trace() -> dict:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from aten_row_bytes import NO_BYTES, RowBytes
 
     d = Path(tempfile.mkdtemp(prefix="tt2107_")) / "tt2107"
     d.mkdir()
@@ -79,40 +80,24 @@ def trace() -> dict:
     counts = torch.full((EXPERTS,), ROWS // EXPERTS, dtype=torch.int64)   # balanced (forced round robin)
     x = torch.randn(ROWS, H, dtype=torch.bfloat16, requires_grad=True)
     style = ExpertParallel()
-    rec: dict[str, list] = {"fwd": [], "bwd": []}
     a2a = {"fwd": 0, "bwd": 0}
-    phase = ["fwd"]
-    skip = ("aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::slice", "aten::alias",
-            "aten::detach", "aten::as_strided", "aten::select", "aten::t", "aten::transpose", "aten::empty",
-            "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::empty_strided")
-    small = ROWS * H // 8
 
-    def nbytes(ts):
-        return sum(t.numel() * t.element_size() for t in ts if t.is_floating_point() and t.numel() >= small)
+    def hook(name: str, phase: str) -> bool:
+        """All-to-alls counted apart; wait_tensor and the autograd wrapper move no rows."""
+        if any(name.startswith(p) for p in A2A):
+            a2a[phase] += 1
+            return True
+        return name.startswith("_c10d_functional::")
 
-    class Rec(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types_, a=(), kw=None):
-            out = func(*a, **(kw or {}))
-            name = func._schema.name
-            if any(name.startswith(p) for p in A2A):
-                a2a[phase[0]] += 1
-                return out
-            if name in skip or name.startswith("_c10d_functional::"):   # wait_tensor, the autograd wrapper
-                return out
-            ins = [t for t in tree_leaves((a, kw)) if isinstance(t, torch.Tensor)]
-            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-            own = {t.data_ptr() for t in ins}
-            n = nbytes(outs) if "zeros" in name else nbytes(ins) + nbytes([t for t in outs if t.data_ptr() not in own])
-            if n:
-                rec[phase[0]].append((name, n))
-            return out
+    rec_mode = RowBytes(ROWS * H // 8, NO_BYTES, hook=hook)
+    rec = rec_mode.rec
 
     try:
-        with Rec():
+        with rec_mode:
             routed, _ = style._token_dispatch(None, (x, counts), mesh)
             y = routed.clone()   # the experts' stand-in (not recorded below)
             out = style._token_combine(None, y, mesh)
-            phase[0] = "bwd"
+            rec_mode.phase = "bwd"
             out.backward(torch.ones_like(out))
     finally:
         sys.path.remove(str(d.parent))
