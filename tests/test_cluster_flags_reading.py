@@ -50,11 +50,12 @@ def test_illegal_final_cluster_names_the_flags_and_the_wrapper(tmp_path):
 
 
 def test_partial_flags_on_a_titan_toml(tmp_path):
-    # torchtitan parallel_dims: dp_shard * tp * pp must equal the world size; the header names 8 GPUs
+    # torchtitan parallel_dims: dp_shard * tp * pp must equal the world size; the header names 8 GPUs (local batch 2:
+    # torch's 1F1B needs at least pp micro-batches)
     t = tmp_path / "job.toml"
     t.write_text("# NOTE: this toml config is a preset for 8 H100 GPUs.\n[model]\nname = \"llama3\"\n"
                  "flavor = \"debugmodel\"\n[parallelism]\ndata_parallel_shard_degree = 8\n"
-                 "pipeline_parallel_degree = 2\n[training]\nlocal_batch_size = 1\nseq_len = 2048\n")
+                 "pipeline_parallel_degree = 2\n[training]\nlocal_batch_size = 2\nseq_len = 2048\n")
     with pytest.raises(PlanError):
         load_recipe(t)
     assert load_recipe(t, {"num_nodes": 2}).world_size == 16

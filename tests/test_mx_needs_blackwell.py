@@ -38,7 +38,7 @@ def test_megatron_mxfp8_by_gpu(tmp_path, gpu, ok):
         return
     assert rc == 2 and "Traceback" not in err
     line = err.strip().splitlines()[-1]
-    assert "fp8_recipe='mxfp8'" in line and gpu in line and "10.0" in line, line
+    assert "--fp8-recipe='mxfp8'" in line and gpu in line and "10.0" in line, line
 
 
 @pytest.mark.parametrize("gpu,ok", [("h100-sxm", False), ("mi300x", False), ("b200", True), ("b300", True)])

@@ -22,7 +22,7 @@ name = "llama3"
 flavor = "8B"
 
 [training]
-local_batch_size = 1
+local_batch_size = 2
 seq_len = 8192
 {training}
 [parallelism]
