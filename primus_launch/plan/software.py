@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Optional
 
 from packaging.version import InvalidVersion, Version
-from pydantic import field_validator
+from pydantic import ValidationInfo, field_validator
 
 from primus_launch.plan.sections import PlanError, StrictModel
 
@@ -65,13 +65,15 @@ def software_notes(software: "Software", framework: str) -> list[str]:
     ``MODELLED_TORCH``, torchtitan ``MODELLED_TORCHTITAN``; its kernels and rules are unknown here, so it is priced
     as the modelled one) and a torchtitan version on a recipe of another framework (nothing of it is read)."""
     out = []
-    if software.torch is not None and Version(software.torch).release[:2] > Version(MODELLED_TORCH).release[:2]:
+    torch_newer = (software.torch is not None
+                   and parse_torch_version(software.torch).release[:2] > Version(MODELLED_TORCH).release[:2])
+    if torch_newer:
         out.append(f"software.torch={software.torch!r}: newer than torch {MODELLED_TORCH}, the release the cost "
                    f"models were written against; priced as torch {MODELLED_TORCH}")
     if software.torchtitan is not None:
         if framework != "torchtitan":
             out.append(f"software.torchtitan={software.torchtitan!r}: not read (a {framework} recipe)")
-        elif Version(software.torchtitan).release > Version(MODELLED_TORCHTITAN).release:
+        elif parse_torchtitan_version(software.torchtitan).release > Version(MODELLED_TORCHTITAN).release:
             out.append(f"software.torchtitan={software.torchtitan!r}: newer than torchtitan {MODELLED_TORCHTITAN}, "
                        f"the release the reader and models follow; priced as torchtitan {MODELLED_TORCHTITAN}")
     return out
@@ -83,22 +85,19 @@ class Software(StrictModel):
     torch: Optional[str] = None
     torchtitan: Optional[str] = None
 
-    @field_validator("torch")
+    @field_validator("torch", "torchtitan")
     @classmethod
-    def _torch_version(cls, v: Optional[str]) -> Optional[str]:
+    def _version(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        """A version :func:`parse_torch_version` / :func:`parse_torchtitan_version` reads (at most 100 characters),
+        stripped; None stays None."""
         if v is None:
             return None
+        parse, allowed = _PARSERS[info.field_name]
         if not isinstance(v, str) or len(v) > 100:
-            raise PlanError("software.torch", v, _TORCH_ALLOWED)
-        parse_torch_version(v)
+            raise PlanError(f"software.{info.field_name}", v, allowed)
+        parse(v)
         return v.strip()
 
-    @field_validator("torchtitan")
-    @classmethod
-    def _titan_version(cls, v: Optional[str]) -> Optional[str]:
-        if v is None:
-            return None
-        if not isinstance(v, str) or len(v) > 100:
-            raise PlanError("software.torchtitan", v, _TITAN_ALLOWED)
-        parse_torchtitan_version(v)
-        return v.strip()
+
+#: each version field's parser and what it allows
+_PARSERS = {"torch": (parse_torch_version, _TORCH_ALLOWED), "torchtitan": (parse_torchtitan_version, _TITAN_ALLOWED)}
