@@ -348,9 +348,11 @@ def _manual_gc_line(plan: Plan) -> str | None:
     if per_step <= 0:
         return None
     n = plan.training.manual_gc_interval
+    pause = per_step * n   # one collection (manual_gc_s = gc_pause_s / interval)
     return (f"{1e3 * per_step:.1f} ms per iteration (in the optimizer row): one full gc.collect() of >= "
-            f"{HEAP_TRACKED_OBJECTS / 1e3:.0f}k tracked objects ({1e3 * per_step * n:.0f} ms at 0.55 us each, "
-            f"sgl-project/sglang#28067) every {n} iterations (--manual-gc-interval)")
+            f"{HEAP_TRACKED_OBJECTS / 1e3:.0f}k tracked objects ({1e3 * pause:.0f} ms at "
+            f"{1e6 * pause / HEAP_TRACKED_OBJECTS:.2f} us each, sgl-project/sglang#28067 on this host) every {n} "
+            f"iterations (--manual-gc-interval)")
 
 
 def _power_headroom_line(gpu: str) -> str:
